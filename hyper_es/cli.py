@@ -1,0 +1,121 @@
+"""`hyper-es` command line. User errors print one line per problem and exit 2, with no traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hyper_es.errors import HyperESError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+logger = logging.getLogger("hyper_es")
+
+
+def _fail(msg: str) -> None:
+    typer.echo("\n".join(f"error: {line}" for line in msg.splitlines()), err=True)
+    raise typer.Exit(2)
+
+
+def _ints(text: str, opt: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        vals = ()
+    if not vals or min(vals) < 1:
+        _fail(f"{opt}: expected comma-separated positive integers like 1,8; got '{text}'")
+    return vals
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False) -> None:
+    from hyper_es.progress import setup_logging
+
+    setup_logging(verbose)
+
+
+@app.command()
+def check(recipe: Path) -> None:
+    """Validate a recipe and print it resolved (all defaults filled in)."""
+    from hyper_es.recipe import load_recipe
+
+    try:
+        typer.echo(load_recipe(recipe).to_yaml())
+    except HyperESError as exc:
+        _fail(str(exc))
+
+
+@app.command("eval")
+def eval_cmd(
+    task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],
+    model: Annotated[Optional[str], typer.Option(help="built-in name, local folder or hub id")] = None,
+    recipe: Annotated[Optional[Path], typer.Option(help="take model and tasks from this recipe")] = None,
+    backend: Annotated[str, typer.Option(help="vllm | hf")] = "vllm",
+    k: Annotated[str, typer.Option(help="pass@k values, e.g. 1,8")] = "1",
+    n: Annotated[Optional[int], typer.Option(help="samples per problem (default: largest k)")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="default: 0 (greedy) if n=1, else 1.0")] = None,
+    top_p: float = 1.0,
+    max_tokens: Annotated[Optional[int], typer.Option(help="default: the task's max_tokens")] = None,
+    split: str = "test",
+    limit: Annotated[Optional[int], typer.Option(help="first N problems only")] = None,
+    dtype: Annotated[str, typer.Option(help="auto (vLLM bf16, HF fp32) | float32 | bfloat16 | float16")] = "auto",
+    seed: int = 0,
+    threads: Annotated[Optional[int], typer.Option(help="torch threads in this process (default: 1 with vllm)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="write the results JSON here")] = None,
+) -> None:
+    """Evaluate a model on tasks: Pass@1 (greedy by default) and Pass@k with sampling."""
+    from hyper_es.evaluate import Sampling, evaluate_task, make_generator
+    from hyper_es.recipe import load_recipe
+    from hyper_es.report import results_table
+    from hyper_es.tasks import get_task
+
+    ks = _ints(k, "--k")
+    n = n or max(ks)
+    temperature = (0.0 if n == 1 else 1.0) if temperature is None else temperature
+    if backend not in ("vllm", "hf"):
+        _fail(f"--backend: expected vllm or hf, got '{backend}'")
+    try:
+        rec = load_recipe(recipe) if recipe else None
+        model = model or (rec.model.name if rec else None)
+        if not model:
+            _fail("--model is required (or --recipe with a model)")
+        tasks = [get_task(t, rec) for t in task]
+        samplings = [Sampling(n=n, temperature=temperature, top_p=top_p, seed=seed,
+                              max_tokens=max_tokens or t.cfg.max_tokens, stop=tuple(t.cfg.stop)) for t in tasks]
+        for t in tasks:
+            t.rows(split)  # fail on data problems before starting an engine
+    except (HyperESError, ValueError) as exc:
+        _fail(str(exc))
+
+    import torch
+
+    torch.set_num_threads(threads or (1 if backend == "vllm" else (os.cpu_count() or 1)))
+    kw = dict(dtype=dtype, seed=seed)
+    if rec:
+        kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
+                  max_model_len=rec.model.max_model_len)
+    try:
+        gen, tokenizer = make_generator(backend, model, **kw)
+    except (HyperESError, FileNotFoundError, ImportError) as exc:
+        _fail(str(exc))
+    try:
+        results = [evaluate_task(gen, tokenizer, t, split=split, sampling=s, ks=ks, limit=limit)
+                   for t, s in zip(tasks, samplings)]
+    finally:
+        gen.close()
+    results_table(results, title=f"{model} ({backend}, {dtype})")
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"model": model, "backend": backend, "dtype": dtype, "command": " ".join(["hyper-es", *sys.argv[1:]]),
+                   "results": [{**r.summary(), "records": r.records} for r in results]}
+        out.write_text(json.dumps(payload, indent=1))
+        logger.info("wrote %s", out)
+
+
+if __name__ == "__main__":
+    app()

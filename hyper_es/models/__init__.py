@@ -1,0 +1,97 @@
+"""Model loading: HF ids, local folders and offline built-ins, all resolved to a local HF folder."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from hyper_es.models import smollm2, tiny
+
+logger = logging.getLogger(__name__)
+
+BUILTINS: dict[str, Callable[[Path], Path]] = {
+    "tiny-random": tiny.build,
+    "smollm2-135m-instruct": smollm2.build,
+}
+_BUILD_VERSION = "1"  # bump to invalidate cached built-in folders
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model is neither a built-in, a local folder, nor reachable on the hub."""
+
+
+def cache_dir() -> Path:
+    """Where built-in models are cached: $HYPER_ES_CACHE, else $XDG_CACHE_HOME/hyper-es, else ~/.cache/hyper-es."""
+    if os.environ.get("HYPER_ES_CACHE"):
+        return Path(os.environ["HYPER_ES_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "hyper-es"
+
+
+def _build_builtin(name: str) -> Path:
+    out = cache_dir() / "models" / f"{name}-v{_BUILD_VERSION}"
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    try:
+        BUILTINS[name](tmp)
+        try:
+            tmp.rename(out)  # atomic: a half-built folder is never seen as finished
+        except OSError:
+            if not (out / "config.json").is_file():  # lost a race only if the winner finished
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def resolve(name: str, *, revision: str | None = None) -> Path:
+    """Return a local folder for `name`: a built-in, an existing folder, or an HF hub id (cache first)."""
+    if name in BUILTINS:
+        return _build_builtin(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(f"model folder {path} has no config.json (expected a save_pretrained folder)")
+        return path
+    if path.suffix or name.startswith((".", "/", "~")) or name.count("/") != 1:
+        raise ModelNotFoundError(
+            f"model '{name}': no such folder, and not a built-in ({', '.join(BUILTINS)}) or a hub id 'org/name'"
+        )
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(name, revision=revision, local_files_only=True))
+    except Exception:
+        pass
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    if offline:
+        raise ModelNotFoundError(f"model '{name}' is not in the local HF cache and HF_HUB_OFFLINE is set")
+    logger.info("downloading %s from the hub", name)
+    try:
+        return Path(snapshot_download(name, revision=revision))
+    except Exception as exc:
+        raise ModelNotFoundError(
+            f"model '{name}' is not cached locally and the hub could not be reached to download it "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}). Use a local folder or a built-in "
+            f"({', '.join(BUILTINS)})."
+        ) from None
+
+
+def load(name: str, *, dtype: str = "float32", revision: str | None = None, trust_remote_code: bool = False):
+    """Load (model, tokenizer) with transformers from a resolved local folder."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve(name, revision=revision)
+    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+    )
+    model.eval()
+    return model, tok

@@ -1,0 +1,361 @@
+"""Recipe schema: one validated YAML file drives the whole pipeline (tasks → directions → merge → search → eval)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from hyper_es.errors import RecipeError
+
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+Dtype = Literal["float32", "bfloat16", "float16"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, validate_assignment=True)
+
+
+# --- data sources --------------------------------------------------------------------------------------------------
+class ReasoningGymSource(Strict):
+    """Procedurally generated data from a reasoning-gym generator (seeded, unlimited)."""
+
+    source: Literal["reasoning_gym"]
+    dataset: str
+    size: PosInt
+    seed: NonNegInt = 0
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class FileSource(Strict):
+    """A local JSONL / JSON / Parquet / CSV file; relative paths are relative to the recipe file."""
+
+    source: Literal["file"]
+    path: str
+    format: Literal["jsonl", "json", "parquet", "csv"] | None = None
+    fields: dict[str, str] = Field(default_factory=dict, description="rename columns: {our_name: file_column}")
+    limit: PosInt | None = None
+
+
+class HFSource(Strict):
+    """Anything `datasets.load_dataset` reads: a local folder/script, or a hub id where the hub is reachable."""
+
+    source: Literal["hf"]
+    path: str
+    name: str | None = None
+    split: str = "test"
+    data_files: str | list[str] | dict[str, str] | None = None
+    fields: dict[str, str] = Field(default_factory=dict)
+    limit: PosInt | None = None
+
+
+class BuiltinSource(Strict):
+    """A held-out test set shipped in the project's `data/` folder (see data/README.md)."""
+
+    source: Literal["builtin"]
+    name: str
+    limit: PosInt | None = None
+
+
+Source = Annotated[Union[ReasoningGymSource, FileSource, HFSource, BuiltinSource], Field(discriminator="source")]
+SOURCE_TAGS = ("reasoning_gym", "file", "hf", "builtin")
+
+
+# --- tasks ---------------------------------------------------------------------------------------------------------
+class PromptConfig(Strict):
+    system: str | None = None
+    template: str = "{question}"
+    few_shot: NonNegInt = 0
+    shot_answer: str = "{answer}"
+    chat: bool = True
+
+
+class TaskConfig(Strict):
+    """Data splits + prompt format + reward."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
+    train: Source | None = None
+    val: Source | None = None
+    test: Source | None = None
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    reward: str
+    reference: str | list[str] = "answer"
+    max_tokens: PosInt = 256
+    stop: list[str] = Field(default_factory=list)
+    weight: Annotated[float, Field(gt=0)] = 1.0
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, v: str) -> str:
+        from hyper_es import rewards
+
+        if v not in rewards.names():
+            raise ValueError(f"unknown reward '{v}'; expected one of: {', '.join(rewards.names())}")
+        return v
+
+    @model_validator(mode="after")
+    def _has_data(self) -> TaskConfig:
+        if not (self.train or self.val or self.test):
+            raise ValueError("a task needs at least one of train, val, test")
+        if self.prompt.few_shot and self.train is None:
+            raise ValueError("prompt.few_shot > 0 draws examples from the train split, but this task has none")
+        return self
+
+
+# --- stages --------------------------------------------------------------------------------------------------------
+class ModelConfig(Strict):
+    name: str
+    revision: str | None = None
+    dtype: Dtype = "float32"
+    trust_remote_code: bool = False
+    max_model_len: PosInt = 2048
+
+
+class LoraConfig(Strict):
+    r: PosInt = 8
+    alpha: Annotated[float, Field(gt=0)] = 16.0
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    targets: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1,
+    )
+    rslora: bool = False
+
+
+class JobOverride(Strict):
+    """Per-direction overrides of the gradient stage's defaults."""
+
+    name: str | None = None
+    seed: NonNegInt | None = None
+    learning_rate: Annotated[float, Field(gt=0)] | None = None
+    steps: PosInt | None = None
+    shard: NonNegInt | None = None
+    lora: LoraConfig | None = None
+
+
+class GradientConfig(Strict):
+    """K short GRPO-LoRA jobs (TRL GRPOTrainer + PEFT); each gives one direction."""
+
+    tasks: list[str] | None = None
+    directions: PosInt = 3
+    vary: list[Literal["seed", "shard", "learning_rate"]] = Field(default_factory=lambda: ["seed"])
+    jobs: list[JobOverride] = Field(default_factory=list)
+    steps: PosInt = 20
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-4
+    batch_size: PosInt = 8
+    num_generations: Annotated[int, Field(ge=2)] = 4
+    max_completion_length: PosInt = 64
+    temperature: Annotated[float, Field(gt=0)] = 1.0
+    beta: Annotated[float, Field(ge=0)] = 0.0
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    use_vllm: bool = False
+    seed: NonNegInt = 0
+    baseline_steps: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> GradientConfig:
+        if self.batch_size % self.num_generations:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be divisible by num_generations ({self.num_generations})"
+            )
+        if len(self.jobs) > self.directions:
+            raise ValueError(f"{len(self.jobs)} jobs given but directions is {self.directions}")
+        return self
+
+
+class MergeConfig(Strict):
+    method: Literal["dare_ties", "ties", "task_arithmetic", "dare_linear"] = "dare_ties"
+    density: Annotated[float, Field(gt=0, le=1)] = 1.0
+    rescale: Literal["l1", "inverse"] = "l1"
+    consensus: Literal["sum", "count"] = "sum"
+    normalize: bool = False
+    lam: float = 1.0
+    layer_group_size: PosInt = 1
+    module_groups: bool = False
+    per_direction_density: bool = False
+    resample_masks: bool = False
+    seed: NonNegInt = 0
+
+
+class SearchConfig(Strict):
+    """CMA-ES (pycma) over the merge coefficients."""
+
+    tasks: list[str] | None = None
+    sigma0: Annotated[float, Field(gt=0)] = 0.3
+    popsize: Annotated[int, Field(ge=2)] | None = None
+    bounds: tuple[float, float] = (-1.0, 2.0)
+    x0: Literal["uniform", "ones"] | list[float] = "uniform"
+    seed: NonNegInt = 0
+    max_generations: PosInt = 10
+    max_evals: PosInt | None = None
+    wall_clock_s: Annotated[float, Field(gt=0)] | None = None
+    minibatch: PosInt = 32
+    val_size: PosInt = 64
+    rescore_top: PosInt = 2
+
+    @field_validator("bounds")
+    @classmethod
+    def _ordered(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not v[0] < v[1]:
+            raise ValueError(f"expected [low, high] with low < high, got {list(v)}")
+        return v
+
+
+class EvalConfig(Strict):
+    backend: Literal["vllm", "hf"] = "vllm"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    k: list[PosInt] = Field(default_factory=lambda: [1], min_length=1)
+    n: PosInt | None = None
+    temperature: Annotated[float, Field(ge=0)] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    batch_size: PosInt = 32
+    seed: NonNegInt = 0
+    limit: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _n_covers_k(self) -> EvalConfig:
+        if self.n is not None and self.n < max(self.k):
+            raise ValueError(f"n ({self.n}) must be >= the largest k ({max(self.k)})")
+        return self
+
+
+class Recipe(Strict):
+    name: str
+    model: ModelConfig
+    tasks: list[TaskConfig] = Field(min_length=1)
+    gradient: GradientConfig = Field(default_factory=GradientConfig)
+    merge: MergeConfig = Field(default_factory=MergeConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    threads: PosInt = Field(1, description="torch intra-op threads (1 when another process shares the cores)")
+
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> Recipe:
+        names = [t.name for t in self.tasks]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"@tasks: task names must be unique; repeated: {', '.join(dup)}")
+        for stage, split in (("gradient", "train"), ("search", "val")):
+            for i, ref in enumerate(getattr(self, stage).tasks or []):
+                if ref not in names:
+                    raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
+                if getattr(self.task(ref), split) is None:
+                    raise ValueError(f"@{stage}.tasks[{i}]: task '{ref}' has no {split} split")
+        return self
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the recipe are resolved against."""
+        return self._path.parent if self._path else Path.cwd()
+
+    def task(self, name: str) -> TaskConfig:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"unknown task '{name}'; expected one of: {', '.join(t.name for t in self.tasks)}")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+# --- loading with one clear line per error ------------------------------------------------------------------------
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in SOURCE_TAGS or str(part).startswith(("function-", "tagged-union")):
+            continue  # pydantic's union-branch markers say nothing to a recipe author
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model that owns the field at `loc` (best effort, for 'expected one of' hints)."""
+    import typing
+
+    model: Any = Recipe
+    for part in loc[:-1]:
+        if isinstance(part, int) or part in SOURCE_TAGS:
+            if part in SOURCE_TAGS:
+                model = {"reasoning_gym": ReasoningGymSource, "file": FileSource, "hf": HFSource,
+                         "builtin": BuiltinSource}[part]
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        ann = model.model_fields[part].annotation
+        cands = [a for a in _flatten(ann, typing) if isinstance(a, type) and issubclass(a, BaseModel)]
+        model = cands[0] if len(cands) == 1 else (cands or [None])[0]
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _flatten(ann: Any, typing: Any) -> list:
+    args = typing.get_args(ann)
+    if not args:
+        return [ann]
+    return [x for a in args for x in _flatten(a, typing)]
+
+
+def _message(err: dict) -> str:
+    kind, msg, loc = err["type"], err["msg"], err["loc"]
+    if kind == "extra_forbidden":
+        owner = _model_at(loc)
+        allowed = f"; expected one of: {', '.join(owner.model_fields)}" if owner else ""
+        return f"unknown field '{loc[-1]}'{allowed}"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        return f"unknown source {err['input'].get('source')!r}; expected one of: {', '.join(SOURCE_TAGS)}"
+    if kind == "union_tag_not_found":
+        return f"missing 'source'; expected one of: {', '.join(SOURCE_TAGS)}"
+    msg = msg.removeprefix("Value error, ").replace("Input should be", "expected")
+    if kind not in ("value_error", "assertion_error") and "input" in err and not isinstance(err["input"], dict):
+        msg += f", got {err['input']!r}"
+    return msg
+
+
+def _line(path: str | Path, err: dict) -> str:
+    msg = _message(err)
+    if msg.startswith("@"):  # cross-field checks carry their own field path: "@gradient.tasks[0]: ..."
+        return f"{path}: {msg[1:]}"
+    return f"{path}: {_loc(err['loc'])}: {msg}"
+
+
+def format_validation_error(path: str | Path, exc: ValidationError) -> str:
+    return "\n".join(_line(path, e) for e in exc.errors())
+
+
+def recipe_from_dict(data: Any, path: str | Path = "<recipe>") -> Recipe:
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: expected a mapping of recipe fields at the top level, got {type(data).__name__}")
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise RecipeError(format_validation_error(path, exc)) from None
+    if isinstance(path, Path):
+        recipe._path = path.resolve()
+    return recipe
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and validate a recipe YAML. Raises RecipeError with one line per problem: file, field path, expectation."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: no such recipe file")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise RecipeError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    return recipe_from_dict(data, path)

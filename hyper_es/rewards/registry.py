@@ -1,0 +1,74 @@
+"""Name -> reward registry.
+
+A reward is a plain callable ``(completion: str, reference) -> float`` in [0, 1]
+that never raises on model output.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+from typing import Any, Callable
+
+__all__ = ["Reward", "get", "names", "register", "safe_reward"]
+
+Reward = Callable[[str, Any], float]
+logger = logging.getLogger(__name__)
+
+_REGISTRY: dict[str, Reward] = {}
+_LOCK = threading.Lock()
+
+
+def register(name: str) -> Callable[[Reward], Reward]:
+    """Decorator registering ``fn`` under ``name`` (returned unchanged).
+
+    Registering the same function again is a no-op; a different function under a
+    taken name raises ``ValueError``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"reward name must be a non-empty str, got {name!r}")
+
+    def deco(fn: Reward) -> Reward:
+        if not callable(fn):
+            raise ValueError(f"reward {name!r} must be callable, got {fn!r}")
+        with _LOCK:
+            old = _REGISTRY.get(name)
+            if old is not None and old is not fn:
+                raise ValueError(f"reward {name!r} is already registered to {old!r}")
+            _REGISTRY[name] = fn
+        return fn
+
+    return deco
+
+
+def names() -> list[str]:
+    """Sorted registered reward names."""
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> Reward:
+    """The reward registered under ``name``; ``ValueError`` if unknown."""
+    fn = _REGISTRY.get(name) if isinstance(name, str) else None
+    if fn is None:
+        raise ValueError(f"unknown reward {name!r}; expected one of: {', '.join(names())}")
+    return fn
+
+
+def safe_reward(fn: Callable[[str, Any], float]) -> Reward:
+    """Wrap a scorer so it returns 0.0 for non-str completions or on any exception,
+    and always a float clamped to [0, 1] (NaN -> 0.0)."""
+
+    @functools.wraps(fn)
+    def wrapper(completion: str, reference: Any = None) -> float:
+        if not isinstance(completion, str):
+            return 0.0
+        try:
+            score = float(fn(completion, reference))
+        except Exception:  # model output must never crash training
+            logger.debug("reward %s raised; scoring 0", fn.__name__, exc_info=True)
+            return 0.0
+        return min(1.0, max(0.0, score)) if math.isfinite(score) else 0.0
+
+    return wrapper

@@ -1,0 +1,89 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hyper_es.evaluate import Sampling, evaluate_task
+from hyper_es.evaluate.base import truncate_at_stop
+from hyper_es.evaluate.hf import HFGenerator
+from hyper_es.tasks import get_task
+
+
+@pytest.fixture(scope="module")
+def gen(tiny):
+    model, tok = tiny
+    return HFGenerator(model, tok, batch_size=5)
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny):
+    t = get_task("chain_sum")
+    return t.prompt_ids(tiny[1], t.rows("test")[:12])
+
+
+def test_greedy_is_deterministic_and_batch_independent(tiny, gen, prompts):
+    a = gen.generate(prompts, Sampling(max_tokens=12))
+    assert len(a) == 12 and all(len(x) == 1 and len(x[0]) == 12 for x in a)
+    one = HFGenerator(*tiny, batch_size=1).generate(prompts, Sampling(max_tokens=12))
+    assert a == one  # left padding does not change greedy outputs
+    assert len({tuple(x[0]) for x in a}) > 1  # the tiny model's outputs depend on the prompt
+
+
+def test_sampling_is_seeded(gen, prompts):
+    s = Sampling(n=4, temperature=1.0, max_tokens=8, seed=3)
+    a, b = gen.generate(prompts[:3], s), gen.generate(prompts[:3], s)
+    assert a == b and all(len(x) == 4 for x in a)
+    assert len({tuple(c) for c in a[0]}) > 1
+    assert gen.generate(prompts[:3], Sampling(n=4, temperature=1.0, max_tokens=8, seed=4)) != a
+
+
+def test_sampling_rejects_greedy_with_n():
+    with pytest.raises(ValueError, match="needs temperature > 0"):
+        Sampling(n=4, temperature=0.0)
+
+
+def test_stop_strings_cut_text():
+    assert truncate_at_stop("abc</answer>def", ("</answer>", "zz")) == "abc"
+    assert truncate_at_stop("abc", ("x",)) == "abc"
+
+
+def test_evaluate_task_scores_and_counts(tiny, gen):
+    from hyper_es import rewards
+
+    t = get_task("chain_sum")
+    res = evaluate_task(gen, tiny[1], t, sampling=Sampling(n=2, temperature=1.0, max_tokens=6), ks=(1, 2), limit=7)
+    assert res.problems == 7 and res.n == 2 and set(res.pass_at) == {1, 2}
+    assert len(res.records) == 7 and all(len(r["completions"]) == 2 for r in res.records)
+    assert 0 < res.tokens <= 7 * 2 * 6  # eos may end some completions early
+    # Scores are the task's reward applied to the decoded completions.
+    r0 = res.records[0]
+    assert r0["scores"] == [rewards.get("numeric")(c, r0["reference"]) for c in r0["completions"]]
+    with pytest.raises(ValueError, match="pass@4 needs n >= 4"):
+        evaluate_task(gen, tiny[1], t, sampling=Sampling(max_tokens=4), ks=(4,), limit=2)
+
+
+def test_cli_eval_hf_writes_json_and_prints_table(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", "--task", "chain_sum", "--task",
+         "countdown", "--backend", "hf", "--limit", "4", "--k", "1,2", "--max-tokens", "8", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pass@2" in proc.stdout and "countdown" in proc.stdout
+    data = json.loads(out.read_text())
+    assert [r["task"] for r in data["results"]] == ["chain_sum", "countdown"]
+    assert data["results"][0]["n"] == 2 and data["results"][0]["temperature"] == 1.0
+    assert data["command"].startswith("hyper-es eval --model tiny-random")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--task", "nope"], "unknown task 'nope'"),
+    (["--task", "chain_sum", "--k", "0"], "--k: expected comma-separated positive integers"),
+    (["--task", "chain_sum", "--backend", "tpu"], "--backend: expected vllm or hf"),
+])
+def test_cli_eval_bad_input(args, message):
+    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

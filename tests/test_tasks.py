@@ -1,0 +1,108 @@
+import json
+
+import pytest
+
+from hyper_es import DataError
+from hyper_es.recipe import TaskConfig
+from hyper_es.tasks import Task, builtin_tasks, get_task
+
+
+def task(**kw) -> Task:
+    return Task(TaskConfig.model_validate({"name": "t", "reward": "numeric", **kw}))
+
+
+def test_builtin_tasks_load_their_test_splits():
+    for name in builtin_tasks():
+        t = get_task(name)
+        rows = t.rows("test")
+        assert len(rows) == 100 and all(r["id"] and r["question"] for r in rows)
+        assert t.reference(rows[0]) is not None
+
+
+def test_generated_train_split_is_seeded_and_disjoint_from_test():
+    t = get_task("chain_sum")
+    train, test = t.rows("train"), t.rows("test")
+    assert not {r["question"] for r in train} & {r["question"] for r in test}
+    assert train[:3] == Task(t.cfg).rows("train")[:3]  # same seed, same data
+
+
+def test_train_rows_equal_to_a_test_question_are_dropped(tmp_path):
+    (tmp_path / "tr.jsonl").write_text("".join(json.dumps({"question": q, "answer": "1"}) + "\n" for q in "abc"))
+    (tmp_path / "te.jsonl").write_text(json.dumps({"question": "b", "answer": "1"}) + "\n")
+    t = Task(TaskConfig.model_validate({"name": "t", "reward": "numeric",
+                                        "train": {"source": "file", "path": "tr.jsonl"},
+                                        "test": {"source": "file", "path": "te.jsonl"}}), tmp_path)
+    assert [r["question"] for r in t.rows("train")] == ["a", "c"]
+
+
+def test_countdown_reference_and_reward():
+    t = get_task("countdown")
+    row = t.rows("test")[0]
+    assert set(t.reference(row)) == {"numbers", "target"}
+    assert t.score(f"<answer>{row['answer']}</answer>", row) == 1.0
+    assert t.score("<answer>1 + 1</answer>", row) == 0.0
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "parquet"])
+def test_user_files_in_each_format_with_renamed_fields(tmp_path, fmt):
+    rows = [{"problem": f"{i} + 1 = ?", "solution": str(i + 1)} for i in range(5)]
+    path = tmp_path / f"d.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "json":
+        path.write_text(json.dumps(rows))
+    elif fmt == "csv":
+        path.write_text("problem,solution\n" + "".join(f"{r['problem']},{r['solution']}\n" for r in rows))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    t = Task(TaskConfig.model_validate({
+        "name": "t", "reward": "numeric",
+        "test": {"source": "file", "path": path.name, "fields": {"question": "problem", "answer": "solution"}},
+    }), tmp_path)
+    got = t.rows("test")
+    assert [r["question"] for r in got] == [r["problem"] for r in rows]
+    assert t.score("so \\boxed{3}", got[2]) == 1.0
+
+
+def test_hf_datasets_source_reads_local_files(tmp_path):
+    (tmp_path / "d.jsonl").write_text(json.dumps({"question": "q", "answer": "4"}) + "\n")
+    t = task(test={"source": "hf", "path": "json", "data_files": str(tmp_path / "d.jsonl"), "split": "train"})
+    assert t.rows("test")[0]["answer"] == "4"
+
+
+def test_data_errors_name_the_file_line_and_field(tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"question": "q", "answer": "1"}\n{oops\n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: invalid JSON"):
+        task(test={"source": "file", "path": str(tmp_path / "bad.jsonl")}).rows("test")
+    with pytest.raises(DataError, match="no such data file"):
+        task(test={"source": "file", "path": str(tmp_path / "absent.jsonl")}).rows("test")
+    (tmp_path / "noans.jsonl").write_text(json.dumps({"question": "q"}) + "\n")
+    with pytest.raises(DataError, match="rows have no field 'answer' needed by `reference`"):
+        task(test={"source": "file", "path": str(tmp_path / "noans.jsonl")}).rows("test")
+    with pytest.raises(DataError, match="builtin data 'nope' not found; expected one of: .*gsm8k_test100"):
+        task(test={"source": "builtin", "name": "nope"}).rows("test")
+    with pytest.raises(DataError, match="reasoning_gym dataset 'no_such_gen'"):
+        task(train={"source": "reasoning_gym", "dataset": "no_such_gen", "size": 2}).rows("train")
+
+
+def test_prompt_template_fields_and_few_shot(tiny):
+    _, tok = tiny
+    t = task(test={"source": "builtin", "name": "chain_sum_test", "limit": 4},
+             train={"source": "reasoning_gym", "dataset": "chain_sum", "size": 20, "seed": 3},
+             prompt={"system": "Be brief.", "template": "Q: {question}", "few_shot": 2, "shot_answer": "A: {answer}"})
+    row = t.rows("test")[0]
+    msgs = t.messages(row)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert msgs[-1]["content"] == f"Q: {row['question']}" and msgs[2]["content"].startswith("A: ")
+    assert t.messages(row) == msgs  # shots are a fixed draw per row
+    text = t.prompt_text(tok, row)
+    assert text.startswith("<|im_start|>system\nBe brief.") and text.endswith("<|im_start|>assistant\n")
+    ids = t.prompt_ids(tok, [row])[0]
+    assert tok.decode(ids) == text
+    with pytest.raises(DataError, match="has no field 'nope'"):
+        task(test={"source": "builtin", "name": "chain_sum_test"}, prompt={"template": "{nope}"}).messages(row)
+    with pytest.raises(DataError, match="must be a plain column name"):
+        task(test={"source": "builtin", "name": "chain_sum_test"}, prompt={"template": "{question.x}"}).messages(row)
