@@ -2,6 +2,7 @@
 
     import hyper_es as hx
     recipe = hx.load_recipe("recipes/tiny.yaml")
+    ds = hx.DirectionSet.from_adapters(base="tiny-random", adapters=["dir1", "dir2"])
     hx.rewards.get("math")(completion, "72")
 """
 
@@ -9,5 +10,14 @@ from hyper_es import rewards
 from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.recipe import Recipe, load_recipe
 
-__all__ = ["DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
+__all__ = ["DirectionSet", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # Torch-backed names load on first use, so `import hyper_es` stays light (rewards, recipes).
+    if name == "DirectionSet":
+        from hyper_es.directions import DirectionSet
+
+        return DirectionSet
+    raise AttributeError(f"module 'hyper_es' has no attribute '{name}'")

@@ -50,6 +50,27 @@ def check(recipe: Path) -> None:
         _fail(str(exc))
 
 
+@app.command()
+def collect(
+    recipe: Path,
+    out: Annotated[Path, typer.Option(help="run directory (re-running on it resumes)")],
+    baseline: Annotated[bool, typer.Option(help="also train the GRPO-LoRA baseline (K=1, full budget)")] = False,
+    baseline_only: Annotated[bool, typer.Option(help="train only the baseline")] = False,
+) -> None:
+    """Gradient stage: K short GRPO-LoRA jobs → RUN/directions/<name>/ (adapter + manifest)."""
+    from hyper_es.directions.collect import collect as run_collect
+    from hyper_es.recipe import load_recipe
+
+    try:
+        rec = load_recipe(recipe)
+        folders = run_collect(rec, out, baseline=baseline or baseline_only, directions=not baseline_only)
+    except HyperESError as exc:
+        _fail(str(exc))
+    from hyper_es.report import directions_table
+
+    directions_table(folders)
+
+
 @app.command("eval")
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],

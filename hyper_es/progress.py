@@ -22,10 +22,15 @@ def progress(items: Iterable[T], description: str) -> Iterator[T]:
 
 
 def setup_logging(verbose: bool = False) -> None:
+    from rich.console import Console
     from rich.logging import RichHandler
 
     level = logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", handlers=[RichHandler(show_path=False)])
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=160)  # logs in files and CI: long lines, not wrapped at 80
+    handler = RichHandler(console=console, show_path=False)
+    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", handlers=[handler])
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "DEBUG" if verbose else "WARNING")
     for noisy in ("httpx", "urllib3", "filelock", "datasets"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -92,8 +92,7 @@ class TaskConfig(Strict):
     def _known_reward(cls, v: str) -> str:
         from hyper_es import rewards
 
-        if v not in rewards.names():
-            raise ValueError(f"unknown reward '{v}'; expected one of: {', '.join(rewards.names())}")
+        rewards.get(v)  # raises ValueError naming the registered rewards, or the import problem
         return v
 
     @model_validator(mode="after")
@@ -155,7 +154,8 @@ class GradientConfig(Strict):
     lora: LoraConfig = Field(default_factory=LoraConfig)
     use_vllm: bool = False
     seed: NonNegInt = 0
-    baseline_steps: PosInt | None = None
+    checkpoint_every: NonNegInt = Field(0, description="TRL checkpoint every N steps (0: a killed job restarts)")
+    baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")
 
     @model_validator(mode="after")
     def _check(self) -> GradientConfig:

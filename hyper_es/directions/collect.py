@@ -1,0 +1,200 @@
+"""Gradient stage: run the planned GRPO-LoRA jobs with TRL + PEFT; each finished job is one direction on disk.
+
+Layout: RUN/directions/<name>/ (PEFT adapter + manifest.json). A job works in RUN/directions/.work-<name>/ and is
+renamed into place only when complete, so a folder with a manifest is always a finished job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from hyper_es.directions.jobs import JobSpec, plan_baseline, plan_directions
+from hyper_es.directions.manifest import MANIFEST, read_manifest, versions, write_json_atomic
+from hyper_es.errors import HyperESError
+from hyper_es.recipe import Recipe
+from hyper_es.tasks import Task
+
+logger = logging.getLogger(__name__)
+RECIPE_FILE = "recipe.yaml"
+
+
+def training_tasks(recipe: Recipe) -> list[Task]:
+    names = recipe.gradient.tasks or [t.name for t in recipe.tasks if t.train is not None]
+    if not names:
+        raise HyperESError("the gradient stage needs a task with a train split")
+    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
+    if len({t.cfg.prompt.chat for t in tasks}) > 1:
+        raise HyperESError("gradient.tasks: all training tasks must share prompt.chat (one prompt format per job)")
+    return tasks
+
+
+def training_rows(tasks: list[Task], job: JobSpec) -> list[dict]:
+    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task."""
+    rows = []
+    for task in tasks:
+        data = task.rows("train")
+        if job.shard is not None:
+            data = data[job.shard :: job.num_shards]
+        for r in data:
+            prompt = task.messages(r) if task.cfg.prompt.chat else "\n\n".join(m["content"] for m in task.messages(r))
+            rows.append({"prompt": prompt, "task": task.name, "reference": json.dumps(task.reference(r))})
+    return rows
+
+
+def reward_function(tasks: list[Task]):
+    """TRL reward: each completion is scored by its own task's reward against its row's reference."""
+    by_name = {t.name: t for t in tasks}
+
+    def task_reward(prompts, completions, task, reference, **_):
+        out = []
+        for c, name, ref in zip(completions, task, reference, strict=True):
+            text = c[-1]["content"] if isinstance(c, list) else c
+            out.append(float(by_name[name].reward(text, json.loads(ref))))
+        return out
+
+    return task_reward
+
+
+def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL stays a lazy import
+    from transformers import TrainerCallback
+
+    class _StepLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "reward" in logs:
+                logger.info("job %s step %d/%d: reward %.3f ± %.3f, %.1f s/step", name, state.global_step, steps,
+                            logs["reward"], logs.get("reward_std", 0.0), logs.get("step_time", 0.0))
+
+    return _StepLog()
+
+
+def _grpo_config(recipe: Recipe, job: JobSpec, out: Path):
+    import torch
+    from trl import GRPOConfig
+
+    g = recipe.gradient
+    cuda = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
+        per_device_train_batch_size=g.batch_size, num_generations=g.num_generations,
+        max_completion_length=g.max_completion_length, temperature=g.temperature, beta=g.beta,
+        loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm,
+        logging_steps=1, report_to="none", disable_tqdm=True,
+        save_strategy="steps" if g.checkpoint_every else "no", save_steps=g.checkpoint_every or 500,
+        use_cpu=not cuda, bf16=cuda and recipe.model.dtype == "bfloat16",
+        gradient_checkpointing=cuda, lr_scheduler_type="constant", warmup_steps=0,
+    )
+
+
+def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path:
+    """Train one job and move its adapter into RUN/directions/<name>/. Resumes from a TRL checkpoint if one exists."""
+    import datasets
+    import peft
+    import torch
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import GRPOTrainer
+
+    from hyper_es import models
+
+    final = run_dir / "directions" / job.name
+    work = run_dir / "directions" / f".work-{job.name}"
+    trainer_dir = work / "trainer"
+    if work.exists() and not (recipe.gradient.checkpoint_every and trainer_dir.is_dir()):
+        shutil.rmtree(work)  # an interrupted job without checkpoints restarts from scratch
+    trainer_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(recipe.threads)
+
+    tasks = training_tasks(recipe)
+    rows = training_rows(tasks, job)
+    model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
+                             trust_remote_code=recipe.model.trust_remote_code)
+    lora = job.lora
+    trainer = GRPOTrainer(
+        model=model, processing_class=tok, reward_funcs=[reward_function(tasks)],
+        args=_grpo_config(recipe, job, trainer_dir), train_dataset=datasets.Dataset.from_list(rows),
+        peft_config=peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                                    target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM"),
+    )
+    trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
+    trainer.add_callback(StepLog(job.name, job.steps))
+    resume = get_last_checkpoint(str(trainer_dir)) if recipe.gradient.checkpoint_every else None
+    logger.info("job %s: %d steps, lr %.2g, seed %d, shard %s, %d train rows%s", job.name, job.steps,
+                job.learning_rate, job.seed, job.shard, len(rows), f" (resuming {resume})" if resume else "")
+    t0 = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume)
+    seconds = time.perf_counter() - t0
+
+    adapter = work / "adapter"
+    trainer.model.save_pretrained(str(adapter))
+    history = trainer.state.log_history
+    g = recipe.gradient
+    completions = trainer.state.global_step * g.batch_size * trainer.args.gradient_accumulation_steps
+    write_json_atomic(adapter / MANIFEST, {
+        "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
+        "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
+        "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
+                 "dropout": lora.dropout},
+        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora"}),
+        "tasks": [t.name for t in tasks], "train_rows": len(rows),
+        "optimizer_steps": trainer.state.global_step,
+        "completions": completions, "prompts": completions // g.num_generations,
+        "tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
+        "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
+        "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
+        "wall_seconds": seconds, "versions": versions(),
+    })
+    if final.exists():
+        shutil.rmtree(final)  # only reachable for a folder without a manifest (see collect)
+    adapter.rename(final)
+    shutil.rmtree(work, ignore_errors=True)
+    logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
+    return final
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
+    """Write the resolved recipe; on resume, refuse a run directory made from a different recipe."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RECIPE_FILE
+    text = recipe.to_yaml()
+    if path.is_file():
+        import yaml
+
+        old, new = yaml.safe_load(path.read_text()), yaml.safe_load(text)
+        changed = [k for k in ("model", "tasks", "gradient") if old.get(k) != new.get(k)]
+        if changed:
+            raise HyperESError(f"{run_dir} was started with a different recipe ({', '.join(changed)} differ); "
+                               f"use a new --out or the recipe in {path}")
+    tmp = path.with_name(f".{RECIPE_FILE}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, directions: bool = True) -> list[Path]:
+    """Run every planned job that has not finished yet; return the finished job folders in plan order."""
+    from hyper_es import models
+    from hyper_es.models.identity import weights_hash
+
+    run_dir = Path(run_dir)
+    prepare_run_dir(recipe, run_dir)
+    plan = (plan_directions(recipe) if directions else []) + ([plan_baseline(recipe)] if baseline else [])
+    base_hash = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
+    done = []
+    for i, job in enumerate(plan, 1):
+        folder = run_dir / "directions" / job.name
+        manifest = read_manifest(folder)
+        if manifest is not None:
+            logger.info("job %s already finished (%d steps); skipping", job.name, manifest["optimizer_steps"])
+        else:
+            logger.info("job %d/%d: %s", i, len(plan), job.name)
+            run_job(recipe, job, run_dir, base_hash)
+        done.append(folder)
+    return done

@@ -1,0 +1,59 @@
+"""Plan the gradient stage: K GRPO-LoRA jobs that differ by seed, data shard, learning rate, steps or LoRA."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from hyper_es.recipe import LoraConfig, Recipe
+
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    name: str
+    seed: int
+    learning_rate: float
+    steps: int
+    shard: int | None
+    num_shards: int
+    lora: LoraConfig
+    baseline: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["lora"] = self.lora.model_dump()
+        return d
+
+
+def plan_directions(recipe: Recipe) -> list[JobSpec]:
+    """One job per direction. `vary` spreads seeds (seed+k), shards (k of K) and learning rates (×2^(k-(K-1)/2))."""
+    g = recipe.gradient
+    k_total = g.directions
+    jobs = []
+    for k in range(k_total):
+        o = g.jobs[k] if k < len(g.jobs) else None
+        lr = g.learning_rate * (2 ** (k - (k_total - 1) / 2) if "learning_rate" in g.vary else 1.0)
+        shard = k if "shard" in g.vary else None
+        jobs.append(JobSpec(
+            name=(o.name if o and o.name else f"dir-{k}"),
+            seed=o.seed if o and o.seed is not None else g.seed + (k if "seed" in g.vary else 0),
+            learning_rate=o.learning_rate if o and o.learning_rate else lr,
+            steps=o.steps if o and o.steps else g.steps,
+            shard=o.shard if o and o.shard is not None else shard,
+            num_shards=k_total,
+            lora=o.lora if o and o.lora else g.lora,
+        ))
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names) or BASELINE in names:
+        raise ValueError(f"gradient.jobs: direction names must be unique and not '{BASELINE}', got {names}")
+    return jobs
+
+
+def plan_baseline(recipe: Recipe) -> JobSpec:
+    """Plain GRPO-LoRA (K=1) on all the data. Default budget: the directions' total steps / 0.9."""
+    g = recipe.gradient
+    total = sum(j.steps for j in plan_directions(recipe))
+    steps = g.baseline_steps or math.ceil(total / 0.9)
+    return JobSpec(BASELINE, g.seed, g.learning_rate, steps, None, 1, g.lora, baseline=True)

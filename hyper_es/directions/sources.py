@@ -1,0 +1,154 @@
+"""Where a direction's ΔW comes from: LoRA factors (scale·B·A) or dense deltas, materialised lazily per tensor."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from hyper_es.errors import DataError
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+_PEFT_PREFIX = "base_model.model."
+
+
+@dataclass
+class LoraFactors:
+    """ΔW = scale · B @ A for one HF weight tensor."""
+
+    A: torch.Tensor
+    B: torch.Tensor
+    scale: float
+
+    def delta(self, dtype: torch.dtype, device: str | torch.device) -> torch.Tensor:
+        a, b = self.A.to(device, torch.float32), self.B.to(device, torch.float32)
+        return (self.scale * (b @ a)).to(dtype)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.B.shape[0], self.A.shape[1])
+
+
+@dataclass
+class Dense:
+    """An explicit ΔW tensor (in memory)."""
+
+    value: torch.Tensor
+
+    def delta(self, dtype: torch.dtype, device: str | torch.device) -> torch.Tensor:
+        return self.value.to(device=device, dtype=dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+
+@dataclass
+class CheckpointDiff:
+    """ΔW = θ_k − θ_0 for one tensor, read from two safetensors files when asked for."""
+
+    tuned: Path
+    base: Path
+    tensor: str
+    shape: tuple[int, ...]
+
+    def delta(self, dtype: torch.dtype, device: str | torch.device) -> torch.Tensor:
+        diff = read_tensor(self.tuned, self.tensor).float() - read_tensor(self.base, self.tensor).float()
+        return diff.to(device=device, dtype=dtype)
+
+
+Part = LoraFactors | Dense | CheckpointDiff
+
+
+@dataclass
+class Direction:
+    """One direction: a name, its per-tensor parts, and where it came from."""
+
+    name: str
+    parts: dict[str, Part]
+    origin: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def delta(self, tensor: str, dtype: torch.dtype = torch.float32, device="cpu") -> torch.Tensor:
+        return self.parts[tensor].delta(dtype, device)
+
+
+def _pattern_value(module: str, patterns: dict[str, float], default: float) -> float:
+    """PEFT's rank_pattern / alpha_pattern: a key matches a module name by full-suffix regex."""
+    for pat, value in patterns.items():
+        if re.match(rf"(.*\.)?({pat})$", module):
+            return value
+    return default
+
+
+def read_adapter(folder: Path, name: str | None = None) -> Direction:
+    """A PEFT LoRA adapter folder → Direction with factors keyed by HF state_dict names."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise DataError(f"adapter {folder}: no such folder")
+    cfg_path, w_path = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
+    if not cfg_path.is_file() or not w_path.is_file():
+        raise DataError(f"adapter {folder}: not a PEFT adapter folder (expected {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})")
+    cfg = json.loads(cfg_path.read_text())
+    if cfg.get("peft_type") != "LORA":
+        raise DataError(f"adapter {folder}: peft_type is {cfg.get('peft_type')!r}; only LORA adapters are supported")
+    if cfg.get("use_dora"):
+        raise DataError(f"adapter {folder}: DoRA adapters are not supported (ΔW is not scale·B·A)")
+    r, alpha = cfg["r"], cfg["lora_alpha"]
+    rslora = bool(cfg.get("use_rslora"))
+    ranks, alphas = cfg.get("rank_pattern") or {}, cfg.get("alpha_pattern") or {}
+    factors: dict[str, dict[str, torch.Tensor]] = {}
+    with safe_open(str(w_path), "pt") as f:
+        for key in f.keys():
+            m = re.fullmatch(r"(.+)\.lora_([AB])(?:\.default)?\.weight", key)
+            if not m:
+                if "lora_magnitude_vector" in key:
+                    raise DataError(f"adapter {folder}: DoRA adapters are not supported")
+                continue  # biases, modules_to_save etc. are not part of ΔW = scale·B·A
+            module = m.group(1).removeprefix(_PEFT_PREFIX)
+            factors.setdefault(module, {})[m.group(2)] = f.get_tensor(key)
+    if not factors:
+        raise DataError(f"adapter {folder}: {ADAPTER_WEIGHTS} holds no lora_A/lora_B tensors")
+    parts: dict[str, Part] = {}
+    for module, ab in sorted(factors.items()):
+        if set(ab) != {"A", "B"}:
+            raise DataError(f"adapter {folder}: module '{module}' lacks lora_{'B' if 'A' in ab else 'A'}")
+        rank = _pattern_value(module, ranks, r)
+        a = _pattern_value(module, alphas, alpha)
+        scale = a / (rank**0.5) if rslora else a / rank
+        if cfg.get("fan_in_fan_out"):
+            raise DataError(f"adapter {folder}: fan_in_fan_out adapters (Conv1D models) are not supported")
+        parts[f"{module}.weight"] = LoraFactors(ab["A"], ab["B"], float(scale))
+    return Direction(name or folder.name, parts, origin=str(folder), meta={"base": cfg.get("base_model_name_or_path")})
+
+
+def checkpoint_tensors(folder: Path) -> dict[str, Path]:
+    """Tensor name → safetensors file, for a save_pretrained folder (sharded or not)."""
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return {k: folder / v for k, v in json.loads(index.read_text())["weight_map"].items()}
+    single = folder / "model.safetensors"
+    if not single.is_file():
+        raise DataError(f"checkpoint {folder}: no model.safetensors (or index); expected a save_pretrained folder")
+    with safe_open(str(single), "pt") as f:
+        return {k: single for k in f.keys()}
+
+
+def read_tensor(path: Path, name: str) -> torch.Tensor:
+    with safe_open(str(path), "pt") as f:
+        return f.get_tensor(name)
+
+
+def tensor_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    """Shapes of every tensor in a checkpoint, read from safetensors headers (no weights loaded)."""
+    shapes = {}
+    for name, path in checkpoint_tensors(folder).items():
+        with safe_open(str(path), "pt") as f:
+            shapes[name] = tuple(f.get_slice(name).get_shape())
+    return shapes

@@ -1,0 +1,230 @@
+"""Gradient stage on the tiny model (with a dense reward so directions are non-zero) and the DirectionSet API."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import hyper_es as hx
+from hyper_es.directions.collect import collect
+from hyper_es.directions.jobs import plan_baseline, plan_directions
+from hyper_es.errors import DataError, HyperESError
+
+HELPERS = str(Path(__file__).parent / "helpers")
+sys.path.insert(0, HELPERS)
+
+RECIPE = {
+    "name": "tiny-dense",
+    "model": {"name": "tiny-random", "dtype": "float32", "max_model_len": 512},
+    "tasks": [{"name": "chain_sum", "reward": "dense_reward:digit_fraction", "max_tokens": 16,
+               "train": {"source": "reasoning_gym", "dataset": "chain_sum", "size": 64, "seed": 1},
+               "test": {"source": "builtin", "name": "chain_sum_test", "limit": 16}}],
+    "gradient": {"directions": 3, "steps": 3, "batch_size": 4, "num_generations": 2, "max_completion_length": 16,
+                 "learning_rate": 0.01, "lora": {"r": 4, "alpha": 8, "targets": ["q_proj", "v_proj", "down_proj"]}},
+}
+
+
+def write_recipe(folder: Path, **gradient) -> Path:
+    data = json.loads(json.dumps(RECIPE))
+    data["gradient"].update(gradient)
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    recipe = hx.load_recipe(write_recipe(folder))
+    collect(recipe, folder / "run")
+    return folder / "run"
+
+
+def adapters(run_dir: Path) -> dict[str, bytes]:
+    return {p.parent.name: p.read_bytes() for p in sorted(run_dir.glob("directions/*/adapter_model.safetensors"))}
+
+
+def test_collect_writes_adapters_and_manifests(run):
+    names = sorted(p.name for p in (run / "directions").iterdir())
+    assert names == ["dir-0", "dir-1", "dir-2"]
+    m = json.loads((run / "directions/dir-1/manifest.json").read_text())
+    assert m["optimizer_steps"] == 3 and m["completions"] == 12 and m["prompts"] == 6
+    assert m["job"]["seed"] == 1 and m["lora"]["r"] == 4 and len(m["reward_curve"]) == 3
+    assert len(m["base"]["sha256"]) == 64 and m["versions"]["trl"] and m["wall_seconds"] > 0
+    assert (run / "recipe.yaml").is_file()
+    ds = hx.DirectionSet.from_run(run)
+    assert ds.names == ["dir-0", "dir-1", "dir-2"]
+    assert all(float(ds.delta(k, t).abs().max()) > 0 for k in range(3) for t in ds.tensor_names()[:1])
+
+
+def test_rerun_skips_finished_jobs(run, caplog):
+    before = {p: p.stat().st_mtime_ns for p in run.glob("directions/*/manifest.json")}
+    with caplog.at_level("INFO"):
+        collect(hx.load_recipe(run.parent / "recipe.yaml"), run)
+    assert {p: p.stat().st_mtime_ns for p in run.glob("directions/*/manifest.json")} == before
+    assert sum("already finished" in r.message for r in caplog.records) == 3
+
+
+def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
+    other = hx.load_recipe(write_recipe(tmp_path, steps=4))
+    with pytest.raises(HyperESError, match="different recipe .*gradient"):
+        collect(other, run)
+
+
+def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
+    """Job 1 is not retrained, and the final set is bitwise equal to an uninterrupted run (TRL on CPU, 1 thread,
+    is deterministic: two runs with the same seeds give identical adapters)."""
+    recipe = write_recipe(tmp_path, steps=12)
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "hyper_es", "collect", str(recipe), "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # kill mid-training: after job 2 logged its second optimizer step
+        if "job dir-1 step 2/12" in line:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "collect finished before it could be killed"
+    assert (out / "directions/dir-0/manifest.json").is_file()
+    assert not (out / "directions/dir-1").exists()  # nothing half-written looks finished
+    job1 = (out / "directions/dir-0/adapter_model.safetensors").stat().st_mtime_ns
+
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "job dir-0 already finished" in resumed.stderr.replace("\n", " ")
+    assert (out / "directions/dir-0/adapter_model.safetensors").stat().st_mtime_ns == job1
+
+    clean = tmp_path / "clean"
+    collect(hx.load_recipe(recipe), clean)
+    assert adapters(out) == adapters(clean)
+
+
+def test_delta_equals_merge_and_unload(run, tiny_path):
+    from peft import PeftModel
+
+    ds = hx.DirectionSet.from_run(run)
+    base, _ = _load(tiny_path)
+    base_sd = {k: v.clone() for k, v in base.state_dict().items()}
+    merged = PeftModel.from_pretrained(base, str(run / "directions/dir-2")).merge_and_unload().state_dict()
+    touched = ds.tensor_names()
+    assert len(touched) == 4 * 3  # 4 layers × (q, v, down)
+    for t in touched:
+        assert torch.equal(base_sd[t] + ds.delta("dir-2", t), merged[t]), t
+    for t in set(ds.base_shapes) - set(touched):  # stored tensors (a tied lm_head is not stored)
+        assert torch.equal(base_sd[t], merged[t])
+        assert not ds.delta(2, t).any()
+
+
+def _load(path):
+    from hyper_es import models
+
+    return models.load(str(path))
+
+
+def test_from_checkpoints_matches_adapters(run, tiny_path, tmp_path):
+    from peft import PeftModel
+
+    ckpts = []
+    for name in ("dir-0", "dir-1"):
+        base, tok = _load(tiny_path)
+        merged = PeftModel.from_pretrained(base, str(run / "directions" / name)).merge_and_unload()
+        merged.save_pretrained(tmp_path / name)
+        ckpts.append(tmp_path / name)
+    from_ckpt = hx.DirectionSet.from_checkpoints(str(tiny_path), ckpts)
+    from_lora = hx.DirectionSet.from_adapters(str(tiny_path), [run / "directions/dir-0", run / "directions/dir-1"])
+    assert from_ckpt.names == from_lora.names == ["dir-0", "dir-1"]
+    for t in from_ckpt.tensor_names():
+        for k in range(2):
+            torch.testing.assert_close(from_ckpt.delta(k, t), from_lora.delta(k, t), rtol=0, atol=1e-6)
+    g1, g2 = from_ckpt.geometry(), from_lora.geometry()
+    assert g1["cosine"][0][1] == pytest.approx(g2["cosine"][0][1], abs=1e-4)
+
+
+def test_geometry(run):
+    ds = hx.DirectionSet.from_run(run)
+    g = ds.geometry()
+    cos = torch.tensor(g["cosine"])
+    assert torch.allclose(cos.diagonal(), torch.ones(3)) and torch.allclose(cos, cos.T)
+    assert 1.0 <= g["effective_rank"] <= 3.0
+    assert set(g["layer_norms"]["dir-0"]) == {"0", "1", "2", "3"}
+    same = hx.DirectionSet.from_adapters(ds.base, [run / "directions/dir-0"] * 2, names=["a", "b"]).geometry()
+    assert same["cosine"][0][1] == pytest.approx(1.0) and same["effective_rank"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_save_load_roundtrip(run, tmp_path, tiny_path):
+    ds = hx.DirectionSet.from_run(run)
+    dense = hx.DirectionSet.from_dicts(str(tiny_path), {"d": {t: ds.delta(0, t) for t in ds.tensor_names()}})
+    for original in (ds, dense):
+        loaded = hx.DirectionSet.load(original.save(tmp_path / original.names[0]))
+        assert loaded.names == original.names and loaded.tensor_names() == original.tensor_names()
+        for k in range(len(original)):
+            for t in original.tensor_names():
+                assert torch.equal(loaded.delta(k, t), original.delta(k, t))
+
+
+def test_lazy_dtype_and_rslora(run, tmp_path):
+    ds = hx.DirectionSet.from_run(run)
+    t = ds.tensor_names()[0]
+    assert ds.delta(0, t, dtype=torch.bfloat16).dtype == torch.bfloat16
+    src = run / "directions/dir-0"
+    rs = tmp_path / "rs"
+    rs.mkdir()
+    (rs / "adapter_model.safetensors").write_bytes((src / "adapter_model.safetensors").read_bytes())
+    cfg = json.loads((src / "adapter_config.json").read_text())
+    cfg["use_rslora"] = True
+    (rs / "adapter_config.json").write_text(json.dumps(cfg))
+    rs_ds = hx.DirectionSet.from_adapters(ds.base, [rs])
+    # rslora scales by alpha/sqrt(r) instead of alpha/r: here r=4, so twice the delta.
+    torch.testing.assert_close(rs_ds.delta(0, t), 2 * ds.delta(0, t))
+
+
+def test_malformed_inputs(run, tmp_path, tiny_path):
+    from hyper_es.models import tiny
+
+    good = run / "directions/dir-0"
+    with pytest.raises(DataError, match="no such folder"):
+        hx.DirectionSet.from_adapters(str(tiny_path), [tmp_path / "absent"])
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "adapter_config.json").write_text((good / "adapter_config.json").read_text())
+    with pytest.raises(DataError, match="not a PEFT adapter folder"):
+        hx.DirectionSet.from_adapters(str(tiny_path), [broken])
+    with pytest.raises(DataError, match="not a PEFT adapter folder"):
+        hx.DirectionSet.from_adapters(str(tiny_path), [tiny_path])  # a model folder, not an adapter
+    other = tiny.build(tmp_path / "other-base", seed=1)  # same shapes, different weights
+    with pytest.raises(DataError, match=r"direction 'dir-0' .*trained on a base with weights sha256"):
+        hx.DirectionSet(str(other), hx.DirectionSet.from_run(run).directions)
+    wide = _wide_tiny(tmp_path / "wide")
+    with pytest.raises(DataError, match=r"direction 'dir-0' .*: tensor 'model.layers.0.mlp.down_proj.weight' has shape"):
+        hx.DirectionSet.from_adapters(str(wide), [good])
+    with pytest.raises(DataError, match="tensor 'nope.weight' is not in the base model"):
+        hx.DirectionSet.from_dicts(str(tiny_path), {"x": {"nope.weight": torch.zeros(2, 2)}})
+
+
+def _wide_tiny(out):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from hyper_es import models
+
+    cfg = AutoConfig.from_pretrained(models.resolve("tiny-random"))
+    cfg.intermediate_size = 96
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
+    return out
+
+
+def test_job_planning():
+    recipe = hx.Recipe.model_validate({**RECIPE, "gradient": {
+        **RECIPE["gradient"], "directions": 3, "vary": ["seed", "shard", "learning_rate"],
+        "jobs": [{"name": "slow", "steps": 9}]}})
+    jobs = plan_directions(recipe)
+    assert [j.name for j in jobs] == ["slow", "dir-1", "dir-2"]
+    assert [j.seed for j in jobs] == [0, 1, 2] and [j.shard for j in jobs] == [0, 1, 2]
+    assert [j.learning_rate for j in jobs] == pytest.approx([0.005, 0.01, 0.02])
+    assert [j.steps for j in jobs] == [9, 3, 3]
+    assert plan_baseline(recipe).steps == 17  # ceil(15 / 0.9): Hyper-ES uses 90% of the baseline's steps
