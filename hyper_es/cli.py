@@ -66,15 +66,22 @@ def collect(
         folders = run_collect(rec, out, baseline=baseline or baseline_only, directions=not baseline_only)
     except HyperESError as exc:
         _fail(str(exc))
-    from hyper_es.report import directions_table
+    from hyper_es.directions import DirectionSet
+    from hyper_es.directions.manifest import write_json_atomic
+    from hyper_es.report import directions_table, geometry_table
 
     directions_table(folders)
+    if not baseline_only:
+        geom = DirectionSet.from_run(out).geometry()
+        write_json_atomic(out / "geometry.json", geom)
+        geometry_table(geom)
 
 
 @app.command("eval")
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],
     model: Annotated[Optional[str], typer.Option(help="built-in name, local folder or hub id")] = None,
+    adapter: Annotated[Optional[Path], typer.Option(help="PEFT LoRA adapter to merge into the model first")] = None,
     recipe: Annotated[Optional[Path], typer.Option(help="take model and tasks from this recipe")] = None,
     backend: Annotated[str, typer.Option(help="vllm | hf")] = "vllm",
     k: Annotated[str, typer.Option(help="pass@k values, e.g. 1,8")] = "1",
@@ -121,6 +128,11 @@ def eval_cmd(
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
                   max_model_len=rec.model.max_model_len)
     try:
+        if adapter:
+            from hyper_es.models import with_adapter
+
+            kw.pop("revision", None)
+            model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
         gen, tokenizer = make_generator(backend, model, **kw)
     except (HyperESError, FileNotFoundError, ImportError) as exc:
         _fail(str(exc))

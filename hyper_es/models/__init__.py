@@ -37,17 +37,22 @@ def _build_builtin(name: str) -> Path:
     if (out / "config.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out.parent))
+    _atomic_build(out, BUILTINS[name])
+    return out
+
+
+def _atomic_build(out: Path, build: Callable[[Path], object]) -> None:
+    """Build into a temporary sibling folder, then rename: a half-built folder is never seen as finished."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        BUILTINS[name](tmp)
+        build(tmp)
         try:
-            tmp.rename(out)  # atomic: a half-built folder is never seen as finished
+            tmp.rename(out)
         except OSError:
             if not (out / "config.json").is_file():  # lost a race only if the winner finished
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 def resolve(name: str, *, revision: str | None = None) -> Path:
@@ -95,3 +100,29 @@ def load(name: str, *, dtype: str = "float32", revision: str | None = None, trus
     )
     model.eval()
     return model, tok
+
+
+def with_adapter(name: str, adapter: str | Path, *, revision: str | None = None) -> Path:
+    """A cached save_pretrained folder of `name` with a PEFT LoRA adapter merged in (for vLLM, which on CPU runs
+    LoRA 8-9x slower than merged weights). Keyed by the adapter's weights hash."""
+    import hashlib
+
+    adapter = Path(adapter)
+    weights = adapter / "adapter_model.safetensors"
+    if not weights.is_file():
+        raise ModelNotFoundError(f"adapter {adapter}: no adapter_model.safetensors (expected a PEFT adapter folder)")
+    key = hashlib.sha256(weights.read_bytes() + (adapter / "adapter_config.json").read_bytes()).hexdigest()[:16]
+    out = cache_dir() / "merged" / f"{Path(name).name}-{key}"
+    if (out / "config.json").is_file():
+        return out
+
+    def build(tmp: Path) -> None:
+        from peft import PeftModel
+
+        model, tok = load(name, revision=revision)
+        PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_build(out, build)
+    return out

@@ -15,7 +15,7 @@ from hyper_es.rewards.expression import ExpressionError, evaluate, literals, nor
 from hyper_es.rewards.extract import final_answer, last_boxed, last_tag
 from hyper_es.rewards.registry import register, safe_reward
 
-__all__ = ["countdown", "format_reward", "math_reward", "numeric", "to_number"]
+__all__ = ["countdown", "format_reward", "math_reward", "numeric", "numeric_partial", "to_number"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,20 @@ def numeric(completion: str, reference: Any) -> float:
         logger.warning("numeric reward: reference %r is not a number", reference)
         return 0.0
     return float(to_number(final_answer(completion)) == want)
+
+
+@register("numeric_partial")
+@safe_reward
+def numeric_partial(completion: str, reference: Any) -> float:
+    """Dense partial credit for training: 1.0 if exact, else 0.5·max(0, 1 − |pred − ref| / max(1, |ref|)) for a
+    parsed final number, else 0. Gives GRPO a signal where a weak model is almost never exactly right."""
+    want = to_number(reference)
+    got = to_number(final_answer(completion))
+    if want is None or got is None:
+        return 0.0
+    if got == want:
+        return 1.0
+    return 0.5 * max(0.0, 1.0 - float(abs(got - want)) / max(1.0, float(abs(want))))
 
 
 def _countdown_reference(reference: Any) -> tuple[list[int], Fraction] | None:
