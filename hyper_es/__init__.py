@@ -10,7 +10,7 @@ from hyper_es import rewards
 from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.recipe import Recipe, load_recipe
 
-__all__ = ["DirectionSet", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
+__all__ = ["DirectionSet", "Genome", "merge", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
 __version__ = "0.1.0"
 
 
@@ -20,4 +20,8 @@ def __getattr__(name: str):
         from hyper_es.directions import DirectionSet
 
         return DirectionSet
+    if name in ("merge", "Genome"):
+        from hyper_es import merging
+
+        return getattr(merging, name)
     raise AttributeError(f"module 'hyper_es' has no attribute '{name}'")

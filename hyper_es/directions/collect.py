@@ -17,6 +17,7 @@ from hyper_es.directions.manifest import MANIFEST, read_manifest, versions, writ
 from hyper_es.errors import HyperESError
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
+from hyper_es.tasks.prompts import plain_text
 
 logger = logging.getLogger(__name__)
 RECIPE_FILE = "recipe.yaml"
@@ -40,7 +41,7 @@ def training_rows(tasks: list[Task], job: JobSpec) -> list[dict]:
         if job.shard is not None:
             data = data[job.shard :: job.num_shards]
         for r in data:
-            prompt = task.messages(r) if task.cfg.prompt.chat else "\n\n".join(m["content"] for m in task.messages(r))
+            prompt = task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r))
             rows.append({"prompt": prompt, "task": task.name, "reference": json.dumps(task.reference(r))})
     return rows
 

@@ -41,4 +41,9 @@ def render(tokenizer, msgs: list[dict[str, str]], chat: bool) -> str:
         if not getattr(tokenizer, "chat_template", None):
             raise DataError("prompt.chat is true but the tokenizer has no chat template; set prompt.chat: false")
         return tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    return plain_text(msgs)
+
+
+def plain_text(msgs: list[dict[str, str]]) -> str:
+    """A prompt without a chat template: the turns joined by blank lines."""
     return "\n\n".join(m["content"] for m in msgs) + "\n\n"

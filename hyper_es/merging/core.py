@@ -1,0 +1,186 @@
+"""DARE / TIES / task-arithmetic merging of a DirectionSet with layer-wise coefficients.
+
+Conventions follow mergekit's generalized task arithmetic, so that density 1 equals mergekit exactly: weights
+multiply the (sparsified) deltas; TIES elects each entry's sign from the sum (or the count) of weighted deltas and
+keeps the agreeing entries; `normalize` divides by the sum of the kept weights; the result is scaled by `lam`.
+DARE masks are ours: seeded by (seed, direction, tensor name) on the CPU, so a merge is the same in every process
+and on every machine (mergekit draws new masks on each call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from hyper_es.errors import HyperESError
+from hyper_es.merging.genome import Genome
+
+# method -> (sparsification, sign consensus)
+METHODS = {
+    "dare_ties": ("dare", True),
+    "ties": ("magnitude", True),
+    "task_arithmetic": (None, False),
+    "dare_linear": ("dare", False),
+}
+
+
+def mask_seed(seed: int, direction: int, tensor: str) -> int:
+    digest = hashlib.sha256(f"{seed}/{direction}/{tensor}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def dare_mask(shape: torch.Size, density: float, seed: int, direction: int, tensor: str) -> torch.Tensor:
+    """Keep each entry with probability `density`; deterministic for (seed, direction, tensor, shape)."""
+    gen = torch.Generator(device="cpu").manual_seed(mask_seed(seed, direction, tensor))
+    return torch.rand(shape, generator=gen) < density
+
+
+def sparsify(delta: torch.Tensor, kind: str | None, density: float, rescale: str, seed: int, direction: int,
+             tensor: str) -> torch.Tensor:
+    if kind is None or density >= 1:
+        return delta
+    if kind == "magnitude":  # TIES trimming: keep the largest |delta| entries, no rescale
+        k = max(1, int(density * delta.numel()))
+        keep = torch.zeros(delta.numel(), dtype=torch.bool, device=delta.device)
+        keep[torch.argsort(delta.abs().reshape(-1).float(), descending=True)[:k]] = True
+        return delta * keep.reshape(delta.shape)
+    masked = delta * dare_mask(delta.shape, density, seed, direction, tensor).to(delta.device)
+    if rescale == "inverse":
+        return masked / density
+    before, after = delta.abs().sum(), masked.abs().sum()  # l1: match the L1 norm (mergekit's rescale)
+    if before < 1e-7 or after < 1e-7:
+        return masked
+    return masked * (before / after)
+
+
+def combine(deltas: torch.Tensor, weights: torch.Tensor, *, ties: bool, consensus: str, normalize: bool,
+            lam: float) -> torch.Tensor:
+    """Merge K weighted deltas [K, ...] (weights [K] broadcast) into one delta."""
+    w = weights.reshape(-1, *([1] * (deltas.dim() - 1))).to(deltas.dtype)
+    weighted = deltas * w
+    if ties:
+        sign = weighted.sign()
+        votes = weighted.sum(0) if consensus == "sum" else sign.sum(0)
+        keep = sign == torch.where(votes >= 0, 1.0, -1.0).to(sign.dtype)
+        mixed = (weighted * keep).sum(0)
+        divisor = (w * keep).sum(0)
+        divisor[divisor == 0] = 1
+    else:
+        mixed = weighted.sum(0)
+        divisor = w.sum(0)
+        divisor[divisor.abs() < 1e-8] = 1
+    if normalize:
+        mixed = mixed / divisor
+    return mixed * lam if lam != 1 else mixed
+
+
+@dataclass(frozen=True)
+class MergeSettings:
+    method: str = "dare_ties"
+    density: float = 1.0
+    rescale: str = "l1"
+    consensus: str = "sum"
+    normalize: bool = False
+    lam: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise HyperESError(f"unknown merge method '{self.method}'; expected one of: {', '.join(METHODS)}")
+        if not 0 < self.density <= 1:
+            raise HyperESError(f"density must be in (0, 1], got {self.density}")
+        if self.rescale not in ("l1", "inverse") or self.consensus not in ("sum", "count"):
+            raise HyperESError(f"rescale must be l1|inverse and consensus sum|count, got {self.rescale}, "
+                               f"{self.consensus}")
+
+
+class MergePlan:
+    """The search's hot path: sparsified deltas prepared once per tensor, re-weighted per coefficient vector.
+
+    `prepare=True` keeps every touched tensor's K sparsified deltas in memory (K × touched size, fp32 by default);
+    `prepare=False` recomputes them tensor by tensor (memory: one tensor's K deltas at a time).
+    """
+
+    def __init__(self, ds, genome: Genome, settings: MergeSettings = MergeSettings(), *, device="cpu",
+                 dtype: torch.dtype = torch.float32, prepare: bool = True):
+        self.ds, self.genome, self.s = ds, genome, settings
+        self.device, self.dtype = device, dtype
+        self.tensors = ds.tensor_names()
+        self.kind, self.ties = METHODS[settings.method]
+        index = {key: i for i, key in enumerate(genome.keys)}
+        self.key_idx = {t: [index[genome.key_for(t, d)] for d in ds.names] for t in self.tensors}
+        self._prepared: dict[str, torch.Tensor] = {}
+        if prepare and not genome.per_direction_density:
+            dens = dict.fromkeys(ds.names, settings.density)
+            self._prepared = {t: self._deltas(t, dens) for t in self.tensors}
+
+    def _deltas(self, tensor: str, densities: Mapping[str, float]) -> torch.Tensor:
+        return torch.stack([
+            sparsify(self.ds.delta(k, tensor, torch.float32, self.device), self.kind, densities[name],
+                     self.s.rescale, self.s.seed, k, tensor).to(self.dtype)
+            for k, name in enumerate(self.ds.names)
+        ])
+
+    def deltas(self, x) -> Iterator[tuple[str, torch.Tensor]]:
+        """(tensor name, merged ΔW) for every touched tensor, for genome vector x."""
+        x = self.genome.check(x)
+        coef = torch.tensor(x[: len(self.genome.keys)], dtype=torch.float64)
+        dens = self.genome.densities(x, self.s.density)
+        for t in self.tensors:
+            d = self._prepared.get(t)
+            if d is None:
+                d = self._deltas(t, dens)
+            w = coef[self.key_idx[t]].to(self.device)
+            yield t, combine(d, w, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
+                             lam=self.s.lam)
+
+    def apply(self, base: Mapping[str, torch.Tensor], x, out_dtype: torch.dtype | None = None) -> dict:
+        """A new state dict: base + merged ΔW on touched tensors; untouched tensors are the base's own objects."""
+        out = dict(base)
+        for t, delta in self.deltas(x):
+            if t not in base:
+                raise HyperESError(f"base state dict has no tensor '{t}'")
+            b = base[t]
+            out[t] = (b.to(self.device, torch.float32) + delta.float()).to(out_dtype or b.dtype)
+        return out
+
+
+def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
+               per_direction_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
+    """A genome for this DirectionSet, with the number of layers read from the base config."""
+    import json
+
+    cfg = json.loads((ds.base_path / "config.json").read_text())
+    layers = cfg.get("num_hidden_layers") or cfg.get("text_config", {}).get("num_hidden_layers")
+    if not layers:
+        raise HyperESError(f"{ds.base_path}/config.json has no num_hidden_layers")
+    return Genome.for_tensors(ds.names, ds.tensor_names(), int(layers), layer_group_size=layer_group_size,
+                              module_groups=module_groups, per_direction_density=per_direction_density,
+                              bounds=tuple(bounds))
+
+
+def merge(base_state_dict: Mapping[str, torch.Tensor], directions, coefficients, *, density: float = 1.0,
+          seed: int = 0, method: str = "dare_ties", rescale: str = "l1", consensus: str = "sum",
+          normalize: bool = False, lam: float = 1.0, genome: Genome | None = None) -> dict:
+    """Merge a DirectionSet into a base state dict.
+
+    `coefficients`: a genome vector (with `genome`, or a per-layer genome built from the set), or
+    {direction: float} for one global weight per direction. Works tensor by tensor (never K full models).
+    """
+    settings = MergeSettings(method, density, rescale, consensus, normalize, lam, seed)
+    if isinstance(coefficients, Mapping):
+        unknown = set(coefficients) - set(directions.names)
+        if unknown or len(coefficients) != len(directions):
+            raise HyperESError(f"coefficients must name every direction ({', '.join(directions.names)}); "
+                               f"got {sorted(coefficients)}")
+        genome = Genome.for_tensors(directions.names, directions.tensor_names(), 1 << 20, layer_group_size=1 << 20)
+        x = np.array([coefficients[d] for _, d, _ in genome.keys], dtype=np.float64)
+    else:
+        genome = genome or genome_for(directions)
+        x = coefficients
+    plan = MergePlan(directions, genome, settings, prepare=False)
+    return plan.apply(base_state_dict, x)

@@ -1,0 +1,165 @@
+"""The genome: the coefficient layout that search and merge share (layer groups × directions × module groups)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hyper_es.errors import HyperESError
+
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+MODULE_GROUPS = ("attention", "mlp", "other")
+NON_LAYER = "non-layer"  # embeddings, final norm, lm_head
+
+
+def module_group(tensor: str) -> str:
+    if ".self_attn." in tensor or ".attention." in tensor:
+        return "attention"
+    if ".mlp." in tensor:
+        return "mlp"
+    return "other"
+
+
+def layer_index(tensor: str) -> int | None:
+    m = _LAYER.search(tensor)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class Genome:
+    """Flat vector ↔ named coefficients. Keys are (layer group, direction, module group or "all")."""
+
+    directions: tuple[str, ...]
+    num_layers: int
+    layer_group_size: int = 1
+    module_groups: bool = False
+    per_direction_density: bool = False
+    non_layer: bool = False  # a coefficient group for tensors outside the transformer layers
+    bounds: tuple[float, float] = (-1.0, 2.0)
+    density_bounds: tuple[float, float] = (0.05, 1.0)
+
+    def __post_init__(self):
+        if not self.directions or self.num_layers < 1 or self.layer_group_size < 1:
+            raise HyperESError("a genome needs ≥1 direction, ≥1 layer and layer_group_size ≥ 1")
+
+    @classmethod
+    def for_tensors(cls, directions: list[str], tensors: list[str], num_layers: int, **kw) -> Genome:
+        """A genome covering these tensors (adds the non-layer group only when such a tensor is merged)."""
+        non_layer = any(layer_index(t) is None for t in tensors)
+        return cls(tuple(directions), num_layers, non_layer=non_layer, **kw)
+
+    # --- layout -----------------------------------------------------------------------------------------------
+    @property
+    def layer_groups(self) -> list[str]:
+        n = math.ceil(self.num_layers / self.layer_group_size)
+        groups = [self._group_name(i) for i in range(n)]
+        return groups + ([NON_LAYER] if self.non_layer else [])
+
+    def _group_name(self, i: int) -> str:
+        lo, hi = i * self.layer_group_size, min(self.num_layers, (i + 1) * self.layer_group_size) - 1
+        return f"L{lo}" if lo == hi else f"L{lo}-{hi}"
+
+    @property
+    def keys(self) -> list[tuple[str, str, str]]:
+        mods = MODULE_GROUPS if self.module_groups else ("all",)
+        return [(g, d, m) for g in self.layer_groups for d in self.directions for m in mods]
+
+    @property
+    def size(self) -> int:
+        return len(self.keys) + (len(self.directions) if self.per_direction_density else 0)
+
+    def key_for(self, tensor: str, direction: str) -> tuple[str, str, str]:
+        """Which coefficient scales `direction` on `tensor`."""
+        layer = layer_index(tensor)
+        if layer is None:
+            if not self.non_layer:
+                raise HyperESError(f"tensor '{tensor}' is outside the layers, but the genome has no non-layer group")
+            group = NON_LAYER
+        else:
+            if layer >= self.num_layers:
+                raise HyperESError(f"tensor '{tensor}' is in layer {layer}, but the genome has {self.num_layers}")
+            group = self._group_name(layer // self.layer_group_size)
+        return group, direction, module_group(tensor) if self.module_groups else "all"
+
+    # --- vectors ----------------------------------------------------------------------------------------------
+    def check(self, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64).reshape(-1)
+        if x.size != self.size:
+            raise HyperESError(f"genome vector has {x.size} values, expected {self.size} "
+                               f"({len(self.keys)} coefficients{' + densities' if self.per_direction_density else ''})")
+        if not np.all(np.isfinite(x)):
+            raise HyperESError(f"genome vector has non-finite values at positions {np.flatnonzero(~np.isfinite(x))[:5].tolist()}")
+        if self.per_direction_density:
+            dens = x[len(self.keys):]
+            if np.any(dens <= 0) or np.any(dens > 1):
+                raise HyperESError(f"densities must be in (0, 1], got {dens.tolist()}")
+        return x
+
+    def coefficients(self, x) -> dict[tuple[str, str, str], float]:
+        x = self.check(x)
+        return dict(zip(self.keys, x[: len(self.keys)].tolist()))
+
+    def densities(self, x, default: float) -> dict[str, float]:
+        x = self.check(x)
+        if not self.per_direction_density:
+            return dict.fromkeys(self.directions, default)
+        return dict(zip(self.directions, x[len(self.keys):].tolist()))
+
+    def initial(self, kind: str | list[float] = "uniform", density: float = 1.0) -> np.ndarray:
+        """x0: 'uniform' (1/K each), 'ones' (plain task arithmetic), or an explicit list."""
+        if isinstance(kind, list):
+            return self.check(kind)
+        if kind not in ("uniform", "ones"):
+            raise HyperESError(f"unknown initial point '{kind}'; expected uniform, ones or a list")
+        c = 1.0 / len(self.directions) if kind == "uniform" else 1.0
+        dens = [density] * len(self.directions) if self.per_direction_density else []
+        return np.array([c] * len(self.keys) + dens, dtype=np.float64)
+
+    def lower_upper(self) -> tuple[np.ndarray, np.ndarray]:
+        n, k = len(self.keys), len(self.directions) if self.per_direction_density else 0
+        lo = [self.bounds[0]] * n + [self.density_bounds[0]] * k
+        hi = [self.bounds[1]] * n + [self.density_bounds[1]] * k
+        return np.array(lo), np.array(hi)
+
+    def uniform(self, value: float) -> np.ndarray:
+        """Every coefficient equal (densities at 1)."""
+        return np.array([value] * len(self.keys) + ([1.0] * len(self.directions) if self.per_direction_density
+                                                    else []), dtype=np.float64)
+
+    # --- presentation -----------------------------------------------------------------------------------------
+    def table(self, x) -> str:
+        coef = self.coefficients(x)
+        mods = MODULE_GROUPS if self.module_groups else ("all",)
+        cols = [f"{d}/{m}" if self.module_groups else d for d in self.directions for m in mods]
+        lines = ["group".ljust(10) + "".join(c.rjust(14) for c in cols)]
+        for g in self.layer_groups:
+            lines.append(g.ljust(10) + "".join(f"{coef[(g, d, m)]:14.4f}" for d in self.directions for m in mods))
+        if self.per_direction_density:
+            lines.append("density".ljust(10) + "".join(f"{v:14.4f}" for v in self.densities(x, 1.0).values()))
+        return "\n".join(lines)
+
+    def to_json(self, x=None) -> str:
+        data = {"genome": {**asdict(self), "directions": list(self.directions)}}
+        if x is not None:
+            data["values"] = {"/".join(k): v for k, v in self.coefficients(x).items()}
+            if self.per_direction_density:
+                data["densities"] = self.densities(x, 1.0)
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str | Path) -> tuple[Genome, np.ndarray | None]:
+        data = json.loads(Path(text).read_text() if isinstance(text, Path) else text)
+        g = data["genome"]
+        genome = cls(**{**g, "directions": tuple(g["directions"]), "bounds": tuple(g["bounds"]),
+                        "density_bounds": tuple(g["density_bounds"])})
+        if "values" not in data:
+            return genome, None
+        x = [data["values"]["/".join(k)] for k in genome.keys]
+        if genome.per_direction_density:
+            x += [data["densities"][d] for d in genome.directions]
+        return genome, np.array(x)

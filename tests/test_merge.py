@@ -1,0 +1,181 @@
+"""Merge: parity with mergekit 0.1.5, determinism, properties and bad input (tiny model, K=3 random directions)."""
+
+import hashlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import hyper_es as hx
+from hyper_es.errors import HyperESError
+from hyper_es.merging import Genome, MergePlan, MergeSettings, dare_mask, genome_for
+
+NAMES = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def base_sd(tiny_path):
+    from safetensors.torch import load_file
+
+    return load_file(str(tiny_path / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def ds(tiny_path, base_sd):
+    gen = torch.Generator().manual_seed(0)
+    linear = [t for t in base_sd if t.endswith("proj.weight")]
+    deltas = {n: {t: 0.01 * torch.randn(base_sd[t].shape, generator=gen) for t in linear} for n in NAMES}
+    return hx.DirectionSet.from_dicts(str(tiny_path), deltas)
+
+
+def mergekit_merge(base_sd, ds, weights, method, **params):
+    from mergekit.merge_methods import merge_state_dicts
+
+    models = {"base": base_sd}
+    for k, n in enumerate(ds.names):
+        models[n] = {t: v + ds.delta(k, t) if t in ds.tensor_names() else v for t, v in base_sd.items()}
+    return merge_state_dicts(models, method, base="base", dtype=torch.float32,
+                             parameters={"weight": dict(zip(ds.names, weights)), **params})
+
+
+@pytest.mark.parametrize("method", ["dare_ties", "ties"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_density_one_equals_mergekit(base_sd, ds, method, normalize):
+    weights = [0.7, -0.4, 1.3]
+    ours = hx.merge(base_sd, ds, dict(zip(NAMES, weights)), density=1.0, method=method, normalize=normalize)
+    theirs = mergekit_merge(base_sd, ds, weights, method, density=1.0, normalize=normalize)
+    for t in base_sd:
+        torch.testing.assert_close(ours[t], theirs[t], rtol=0, atol=1e-6)
+
+
+def test_task_arithmetic_equals_mergekit(base_sd, ds):
+    ours = hx.merge(base_sd, ds, {"a": 0.5, "b": 0.2, "c": -0.3}, method="task_arithmetic")
+    theirs = mergekit_merge(base_sd, ds, [0.5, 0.2, -0.3], "task_arithmetic", normalize=False)
+    for t in base_sd:
+        torch.testing.assert_close(ours[t], theirs[t], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_density_p_equals_mergekit_formula_on_our_masks(base_sd, ds, normalize):
+    """Our DARE masks, then mergekit's own building blocks (L1 rescale, sign election) on the same masks."""
+    from mergekit.merge_methods.generalized_task_arithmetic import get_mask
+    from mergekit.sparsify import RescaleNorm, rescaled_masked_tensor
+
+    p, weights, seed = 0.4, torch.tensor([0.7, -0.4, 1.3]), 5
+    ours = hx.merge(base_sd, ds, dict(zip(NAMES, weights.tolist())), density=p, seed=seed, normalize=normalize)
+    for t in ds.tensor_names():
+        deltas = torch.stack([
+            rescaled_masked_tensor(ds.delta(k, t), dare_mask(base_sd[t].shape, p, seed, k, t).float(), RescaleNorm.l1)
+            for k in range(3)
+        ])
+        w = weights.view(-1, *([1] * (deltas.dim() - 1)))
+        deltas = deltas * w
+        mask = get_mask(deltas, method="sum")
+        mixed = (deltas * mask).sum(0)
+        if normalize:
+            divisor = (w * mask).sum(0)
+            divisor[divisor == 0] = 1
+            mixed = mixed / divisor
+        torch.testing.assert_close(ours[t], base_sd[t] + mixed, rtol=0, atol=1e-6)
+
+
+def _digest(sd) -> str:
+    h = hashlib.sha256()
+    for t in sorted(sd):
+        h.update(sd[t].contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def test_masks_are_deterministic_across_processes(base_sd, ds, tiny_path, tmp_path):
+    saved = ds.save(tmp_path / "set")
+    code = (
+        "import sys, hashlib, torch, hyper_es as hx\n"
+        "from safetensors.torch import load_file\n"
+        f"ds = hx.DirectionSet.load({str(saved)!r})\n"
+        f"sd = load_file({str(tiny_path / 'model.safetensors')!r})\n"
+        "m = hx.merge(sd, ds, {'a': 0.5, 'b': 1.0, 'c': 0.25}, density=0.3, seed=11)\n"
+        "h = hashlib.sha256()\n"
+        "[h.update(m[t].contiguous().numpy().tobytes()) for t in sorted(m)]\n"
+        "print(h.hexdigest())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    here = hx.merge(base_sd, ds, {"a": 0.5, "b": 1.0, "c": 0.25}, density=0.3, seed=11)
+    assert out == _digest(here)
+    other_seed = hx.merge(base_sd, ds, {"a": 0.5, "b": 1.0, "c": 0.25}, density=0.3, seed=12)
+    assert _digest(other_seed) != out
+
+
+def test_zero_coefficients_give_base_exactly(base_sd, ds):
+    genome = genome_for(ds, layer_group_size=2, module_groups=True)
+    for method in ("dare_ties", "ties", "task_arithmetic", "dare_linear"):
+        merged = hx.merge(base_sd, ds, genome.uniform(0.0), genome=genome, method=method, density=0.5)
+        assert all(torch.equal(merged[t], base_sd[t]) for t in base_sd)
+
+
+def test_single_direction_coefficient_one_is_base_plus_delta(base_sd, tiny_path, ds):
+    one = hx.DirectionSet.from_dicts(str(tiny_path), {"a": {t: ds.delta(0, t) for t in ds.tensor_names()}})
+    merged = hx.merge(base_sd, one, {"a": 1.0})
+    for t in ds.tensor_names():
+        assert torch.equal(merged[t], base_sd[t] + ds.delta(0, t))
+
+
+def test_dare_inverse_rescale_preserves_expected_delta():
+    """E[mask·δ/p] = δ. Over N independent masks the mean's error per entry has std |δ|·sqrt((1−p)/(p·N));
+    we require every entry within 6 standard errors (a false alarm rate below 1e-6 per entry)."""
+    from hyper_es.merging.core import sparsify
+
+    p, n = 0.3, 400
+    delta = torch.linspace(-1, 1, 50)
+    mean = sum(sparsify(delta, "dare", p, "inverse", s, 0, "t") for s in range(n)) / n
+    bound = 6 * delta.abs() * ((1 - p) / (p * n)) ** 0.5
+    assert torch.all((mean - delta).abs() <= bound + 1e-7)
+    kept = sum(dare_mask(torch.Size([10_000]), p, s, 0, "t").float().mean() for s in range(20)) / 20
+    assert abs(float(kept) - p) < 0.01
+
+
+def test_plan_reuses_prepared_deltas_and_matches_merge(base_sd, ds):
+    genome = genome_for(ds, layer_group_size=2)
+    plan = MergePlan(ds, genome, MergeSettings(density=0.5, seed=3))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.uniform(-1, 2, genome.size)
+        a = plan.apply(base_sd, x)
+        b = hx.merge(base_sd, ds, x, genome=genome, density=0.5, seed=3)
+        assert all(torch.equal(a[t], b[t]) for t in base_sd)
+
+
+def test_genome_layout_bounds_and_json(ds):
+    g = genome_for(ds, layer_group_size=3, module_groups=True, per_direction_density=True, bounds=(-0.5, 1.5))
+    assert g.layer_groups == ["L0-2", "L3"]
+    assert g.size == 2 * 3 * 3 + 3
+    lo, hi = g.lower_upper()
+    assert lo.tolist() == [-0.5] * 18 + [0.05] * 3 and hi.tolist() == [1.5] * 18 + [1.0] * 3
+    x0 = g.initial("uniform", density=0.8)
+    assert np.allclose(x0[:18], 1 / 3) and np.allclose(x0[18:], 0.8)
+    assert g.key_for("model.layers.3.mlp.down_proj.weight", "b") == ("L3", "b", "mlp")
+    g2, x2 = Genome.from_json(g.to_json(x0))
+    assert g2 == g and np.array_equal(x2, x0)
+    assert "L0-2" in g.table(x0) and "density" in g.table(x0)
+
+
+def test_bad_input(base_sd, ds):
+    g = genome_for(ds)
+    with pytest.raises(HyperESError, match=f"genome vector has 3 values, expected {g.size}"):
+        hx.merge(base_sd, ds, [1.0, 2.0, 3.0], genome=g)
+    with pytest.raises(HyperESError, match="non-finite values at positions \\[1\\]"):
+        hx.merge(base_sd, ds, [0.0, float("nan")] + [0.0] * (g.size - 2), genome=g)
+    with pytest.raises(HyperESError, match="density must be in \\(0, 1\\], got 1.5"):
+        hx.merge(base_sd, ds, {"a": 1, "b": 1, "c": 1}, density=1.5)
+    with pytest.raises(HyperESError, match="density must be in \\(0, 1\\], got 0"):
+        hx.merge(base_sd, ds, {"a": 1, "b": 1, "c": 1}, density=0)
+    with pytest.raises(HyperESError, match="unknown merge method 'slerp'"):
+        hx.merge(base_sd, ds, {"a": 1, "b": 1, "c": 1}, method="slerp")
+    with pytest.raises(HyperESError, match="coefficients must name every direction"):
+        hx.merge(base_sd, ds, {"a": 1, "zz": 1, "c": 1})
+    pd = genome_for(ds, per_direction_density=True)
+    with pytest.raises(HyperESError, match="densities must be in \\(0, 1\\]"):
+        pd.check(list(pd.initial()[:-1]) + [0.0])
+    with pytest.raises(HyperESError, match="unknown initial point 'zeros'"):
+        g.initial("zeros")
