@@ -77,6 +77,52 @@ def collect(
         geometry_table(geom)
 
 
+@app.command()
+def export(
+    run: Path,
+    format: Annotated[str, typer.Option("--format", help="hf | mergekit | peft")],
+    out: Annotated[Path, typer.Option(help="output folder (hf, peft) or YAML file (mergekit)")],
+    genome: Annotated[Optional[Path], typer.Option(help="genome JSON with values (default: RUN/search/best.json)")] = None,
+    weights: Annotated[Optional[str], typer.Option(help="one global weight per direction: name=w,name=w")] = None,
+    rank: Annotated[int, typer.Option(help="LoRA rank for --format peft")] = 16,
+) -> None:
+    """Export a merge of RUN's directions: an HF folder, a mergekit YAML, or a PEFT LoRA adapter (SVD)."""
+    from hyper_es import export as ex
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import Genome, MergeSettings, genome_for
+    from hyper_es.recipe import load_recipe
+
+    if format not in ("hf", "mergekit", "peft"):
+        _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
+    try:
+        ds = DirectionSet.from_run(run)
+        m = load_recipe(run / "recipe.yaml").merge
+        settings = MergeSettings(m.method, m.density, m.rescale, m.consensus, m.normalize, m.lam, m.seed)
+        if weights:
+            pairs = dict(kv.split("=", 1) for kv in weights.split(","))
+            if sorted(pairs) != sorted(ds.names):
+                _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
+            g = genome_for(ds, layer_group_size=1 << 20)
+            x = [float(pairs[d]) for _, d, _ in g.keys]
+        else:
+            path = genome or run / "search" / "best.json"
+            if not path.is_file():
+                _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
+            g, x = Genome.from_json(path)
+            if x is None:
+                _fail(f"{path}: the genome JSON has no values")
+        if format == "hf":
+            ex.export_hf(ds, g, x, settings, out)
+        elif format == "mergekit":
+            ex.export_mergekit(ds, g, x, settings, out)
+        else:
+            errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
+            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+    except (HyperESError, ValueError) as exc:
+        _fail(str(exc))
+    typer.echo(f"wrote {out}")
+
+
 @app.command("eval")
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],

@@ -247,3 +247,21 @@ def test_eval_with_adapter_merges_it(run, tiny_path, tmp_path):
                            "--max-tokens", "4", "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(out.read_text())["model"] == str(folder)
+
+
+def test_cli_export_formats(run, tmp_path):
+    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    base = [sys.executable, "-m", "hyper_es", "export", str(run)]
+    w = ["--weights", "dir-0=0.5,dir-1=0.3,dir-2=0.2"]
+    for fmt, out in (("mergekit", tmp_path / "m.yaml"), ("peft", tmp_path / "peft"), ("hf", tmp_path / "hf")):
+        proc = subprocess.run([*base, "--format", fmt, "--out", str(out), *w], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert out.exists()
+    assert yaml.safe_load((tmp_path / "m.yaml").read_text())["merge_method"] == "dare_ties"
+    bad = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x"), "--weights", "dir-0=1"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--weights: expected one weight for each of dir-0, dir-1, dir-2" in bad.stderr
+    missing = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x")], env=env, capture_output=True,
+                             text=True, timeout=300)
+    assert missing.returncode == 2 and "no genome; run the search first" in missing.stderr

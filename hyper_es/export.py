@@ -1,0 +1,115 @@
+"""Exports of a merge: an HF folder, a mergekit YAML that reproduces it, or a PEFT LoRA adapter (truncated SVD)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+from hyper_es.directions.sources import CheckpointDiff, LoraFactors
+from hyper_es.errors import HyperESError
+from hyper_es.merging import Genome, MergePlan, MergeSettings
+from hyper_es.merging.genome import MODULE_GROUPS
+
+logger = logging.getLogger(__name__)
+# mergekit filters (substring of the tensor name) for our module groups
+MERGEKIT_FILTERS = {"attention": "self_attn", "mlp": "mlp"}
+
+
+def export_hf(ds, genome: Genome, x, settings: MergeSettings, out: str | Path) -> Path:
+    """save_pretrained folder of the merged model, tokenizer included."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = Path(out)
+    model = AutoModelForCausalLM.from_pretrained(ds.base_path, dtype=torch.float32)
+    state = model.state_dict()
+    with torch.no_grad():
+        for t, delta in MergePlan(ds, genome, settings, prepare=False).deltas(x):
+            state[t].add_(delta.to(state[t].dtype))
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(ds.base_path).save_pretrained(out)
+    return out
+
+
+def _model_ref(ds, k: int) -> str:
+    d = ds[k]
+    parts = list(d.parts.values())
+    if all(isinstance(p, LoraFactors) for p in parts) and Path(d.origin).is_dir():
+        return f"{ds.base_path}+{Path(d.origin).resolve()}"  # mergekit's BASE+ADAPTER reference
+    if parts and all(isinstance(p, CheckpointDiff) for p in parts):
+        return str(Path(d.origin).resolve())
+    raise HyperESError(f"direction '{d.name}' lives only in memory; save it as an adapter or checkpoint to export "
+                       f"it for mergekit")
+
+
+def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
+    """A mergekit config reproducing the merge. Layer-wise values become per-layer lists (exact for N values on
+    N layers); module groups become `filter` entries. Exact only at density 1: mergekit draws its own DARE masks."""
+    if genome.non_layer:
+        raise HyperESError("the genome has a non-layer coefficient group (embeddings/lm_head); mergekit's per-layer "
+                           "lists cannot express it exactly")
+    coef = genome.coefficients(x)
+    dens = genome.densities(x, settings.density)
+    per_layer = lambda d, m: [coef[genome.key_for(f"model.layers.{i}.", d)[:2] + (m,)]  # noqa: E731
+                              for i in range(genome.num_layers)]
+    models = []
+    for k, d in enumerate(ds.names):
+        if genome.module_groups:
+            weight = [{"filter": MERGEKIT_FILTERS[m], "value": per_layer(d, m)} for m in MODULE_GROUPS
+                      if m in MERGEKIT_FILTERS] + [{"value": per_layer(d, "other")}]
+        else:
+            weight = per_layer(d, "all")
+        models.append({"model": _model_ref(ds, k), "parameters": {"weight": weight, "density": dens[d]}})
+    return {
+        "merge_method": settings.method,
+        "base_model": str(ds.base_path),
+        "models": models,
+        "parameters": {"normalize": settings.normalize, "lambda": settings.lam, "rescale": settings.rescale == "l1"}
+        if settings.method.startswith("dare") else {"normalize": settings.normalize, "lambda": settings.lam},
+        "dtype": "float32",
+    }
+
+
+def export_mergekit(ds, genome: Genome, x, settings: MergeSettings, out: str | Path) -> Path:
+    out = Path(out)
+    if settings.density < 1 or genome.per_direction_density:
+        logger.warning("density < 1: mergekit draws its own random DARE masks, so its result will differ")
+    if settings.consensus != "sum" and settings.method in ("ties", "dare_ties"):
+        raise HyperESError("mergekit's ties/dare_ties use sign election by sum; consensus 'count' has no equivalent")
+    out.write_text(yaml.safe_dump(mergekit_config(ds, genome, x, settings), sort_keys=False))
+    return out
+
+
+def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path, rank: int = 16) -> dict:
+    """The merged update as a LoRA adapter of `rank` (truncated SVD per module). Returns relative errors."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors, errors, targets = {}, {}, set()
+    for t, delta in MergePlan(ds, genome, settings, prepare=False).deltas(x):
+        if delta.dim() != 2 or not t.endswith(".weight"):
+            raise HyperESError(f"tensor '{t}' is not a 2-D weight; a LoRA adapter cannot hold it")
+        u, s, vh = torch.linalg.svd(delta.double(), full_matrices=False)
+        r = min(rank, s.numel())
+        b, a = (u[:, :r] * s[:r]).float(), vh[:r].float()
+        norm = float(delta.norm())
+        errors[t] = float((delta - b @ a).norm()) / norm if norm else 0.0
+        module = t.removesuffix(".weight")
+        tensors[f"base_model.model.{module}.lora_A.weight"] = a.contiguous()
+        tensors[f"base_model.model.{module}.lora_B.weight"] = b.contiguous()
+        targets.add(module.rsplit(".", 1)[-1])
+    save_file(tensors, str(out / "adapter_model.safetensors"))
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank,  # scale 1
+              "target_modules": sorted(targets), "lora_dropout": 0.0, "bias": "none", "use_rslora": False,
+              "base_model_name_or_path": str(ds.base_path), "fan_in_fan_out": False, "use_dora": False}
+    (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    (out / "svd_errors.json").write_text(json.dumps(errors, indent=1))
+    worst = max(errors.values(), default=0.0)
+    logger.info("peft export rank %d: relative error mean %.3g, max %.3g", rank,
+                float(np.mean(list(errors.values()))) if errors else 0.0, worst)
+    return errors
