@@ -179,3 +179,11 @@ def test_bad_input(base_sd, ds):
         pd.check(list(pd.initial()[:-1]) + [0.0])
     with pytest.raises(HyperESError, match="unknown initial point 'zeros'"):
         g.initial("zeros")
+    mg = genome_for(ds, module_groups=True)
+    named = mg.coefficients(mg.initial())
+    assert np.array_equal(mg.vector(named), mg.initial())
+    bad = {(gr, d, "embeddings" if m == "mlp" else m): v for (gr, d, m), v in named.items()}
+    with pytest.raises(HyperESError, match="unknown module group 'embeddings'; expected one of: attention, mlp, other"):
+        mg.vector(bad)
+    with pytest.raises(HyperESError, match="unknown direction 'zz'"):
+        mg.vector({("L0", "zz", "mlp"): 1.0})

@@ -104,6 +104,24 @@ class Genome:
         x = self.check(x)
         return dict(zip(self.keys, x[: len(self.keys)].tolist()))
 
+    def vector(self, named: dict[tuple[str, str, str], float], densities: dict[str, float] | None = None) -> np.ndarray:
+        """Named coefficients {(layer group, direction, module group): value} → flat vector (all keys required)."""
+        groups, mods = set(self.layer_groups), set(MODULE_GROUPS if self.module_groups else ("all",))
+        for g, d, m in named:
+            if g not in groups:
+                raise HyperESError(f"unknown layer group '{g}'; expected one of: {', '.join(self.layer_groups)}")
+            if d not in self.directions:
+                raise HyperESError(f"unknown direction '{d}'; expected one of: {', '.join(self.directions)}")
+            if m not in mods:
+                raise HyperESError(f"unknown module group '{m}'; expected one of: {', '.join(sorted(mods))}")
+        missing = [k for k in self.keys if k not in named]
+        if missing:
+            raise HyperESError(f"{len(missing)} coefficients missing, first {'/'.join(missing[0])}")
+        x = [named[k] for k in self.keys]
+        if self.per_direction_density:
+            x += [(densities or {})[d] if d in (densities or {}) else 1.0 for d in self.directions]
+        return self.check(x)
+
     def densities(self, x, default: float) -> dict[str, float]:
         x = self.check(x)
         if not self.per_direction_density:
@@ -159,7 +177,5 @@ class Genome:
                         "density_bounds": tuple(g["density_bounds"])})
         if "values" not in data:
             return genome, None
-        x = [data["values"]["/".join(k)] for k in genome.keys]
-        if genome.per_direction_density:
-            x += [data["densities"][d] for d in genome.directions]
-        return genome, np.array(x)
+        named = {tuple(k.split("/")): v for k, v in data["values"].items()}
+        return genome, genome.vector(named, data.get("densities"))
