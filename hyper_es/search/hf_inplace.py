@@ -1,0 +1,34 @@
+"""HF backend for the search: one resident model whose touched weights are rewritten in place per candidate.
+
+An fp32 master copy of the touched base tensors is kept, so every candidate is merged from the exact base, and
+`restore()` puts the exact base weights back.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hyper_es.evaluate.hf import HFGenerator
+from hyper_es.merging import MergePlan
+
+
+class HFInPlace(HFGenerator):
+    def __init__(self, model, tokenizer, plan: MergePlan, *, batch_size: int = 32):
+        super().__init__(model, tokenizer, batch_size=batch_size)
+        self.plan = plan
+        self.params = model.state_dict(keep_vars=True)
+        missing = [t for t in plan.tensors if t not in self.params]
+        if missing:
+            raise KeyError(f"model has no parameter '{missing[0]}' (the directions do not fit this model)")
+        self.master = {t: self.params[t].detach().to(torch.float32).clone() for t in plan.tensors}
+
+    @torch.no_grad()
+    def set_genome(self, x) -> None:
+        for t, delta in self.plan.deltas(x):
+            p = self.params[t]
+            p.copy_((self.master[t] + delta.to(self.master[t].device)).to(p.dtype))
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for t, w in self.master.items():
+            self.params[t].copy_(w.to(self.params[t].dtype))
