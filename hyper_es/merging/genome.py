@@ -171,7 +171,9 @@ class Genome:
 
     @classmethod
     def from_json(cls, text: str | Path) -> tuple[Genome, np.ndarray | None]:
-        data = json.loads(Path(text).read_text() if isinstance(text, Path) else text)
+        """From JSON text or a path to a JSON file."""
+        is_path = isinstance(text, Path) or not str(text).lstrip().startswith("{")
+        data = json.loads(Path(text).read_text() if is_path else text)
         g = data["genome"]
         genome = cls(**{**g, "directions": tuple(g["directions"]), "bounds": tuple(g["bounds"]),
                         "density_bounds": tuple(g["density_bounds"])})

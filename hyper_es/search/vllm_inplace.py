@@ -1,0 +1,34 @@
+"""The resident vLLM engine for the search: merged weights are rewritten inside the worker per candidate."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from hyper_es.evaluate.vllm import VLLMGenerator
+from hyper_es.merging import Genome, MergeSettings
+
+WORKER = "hyper_es.search.vllm_worker.HyperESWorker"
+
+
+class VLLMInPlace(VLLMGenerator):
+    """`set_genome(x)` sends only the coefficient vector; `restore()` puts the exact base weights back."""
+
+    def __init__(self, model: str | Path, tokenizer, ds, genome: Genome, settings: MergeSettings, workdir: Path,
+                 *, threads: int = 1, **engine_kwargs):
+        workdir = Path(workdir)
+        set_dir = ds.save(workdir / "directions")
+        (workdir / "genome.json").write_text(genome.to_json())
+        super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
+        spec = {"set_dir": str(set_dir), "genome": str(workdir / "genome.json"), "settings": asdict(settings),
+                "base": str(ds.base_path), "threads": threads}
+        self.targets = self.llm.collective_rpc("hx_load", args=(json.loads(json.dumps(spec)),))[0]
+
+    def set_genome(self, x) -> None:
+        self.llm.collective_rpc("hx_apply", args=([float(v) for v in x],))
+        self.llm.reset_prefix_cache()  # stale KV of the old weights would otherwise be reused
+
+    def restore(self) -> None:
+        self.llm.collective_rpc("hx_restore")
+        self.llm.reset_prefix_cache()

