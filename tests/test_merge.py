@@ -187,3 +187,24 @@ def test_bad_input(base_sd, ds):
         mg.vector(bad)
     with pytest.raises(HyperESError, match="unknown direction 'zz'"):
         mg.vector({("L0", "zz", "mlp"): 1.0})
+
+
+@pytest.mark.parametrize("consensus", ["sum", "count"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_combine_equals_mergekit_building_blocks(consensus, normalize):
+    from mergekit.merge_methods.generalized_task_arithmetic import get_mask
+
+    from hyper_es.merging.core import combine
+
+    g = torch.Generator().manual_seed(1)
+    deltas = torch.randn(4, 50, 30, generator=g) * (torch.rand(4, 50, 30, generator=g) > 0.3)  # with exact zeros
+    w = torch.tensor([0.5, -1.0, 2.0, 0.25])
+    weighted = deltas * w.view(-1, 1, 1)
+    mask = get_mask(weighted, method=consensus)
+    want = (weighted * mask).sum(0)
+    if normalize:
+        divisor = (w.view(-1, 1, 1) * mask).sum(0)
+        divisor[divisor == 0] = 1
+        want = want / divisor
+    got = combine(deltas, w, ties=True, consensus=consensus, normalize=normalize, lam=0.7)
+    torch.testing.assert_close(got, want * 0.7, rtol=0, atol=1e-5)

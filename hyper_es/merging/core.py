@@ -59,21 +59,37 @@ def sparsify(delta: torch.Tensor, kind: str | None, density: float, rescale: str
 
 def combine(deltas: torch.Tensor, weights: torch.Tensor, *, ties: bool, consensus: str, normalize: bool,
             lam: float) -> torch.Tensor:
-    """Merge K weighted deltas [K, ...] (weights [K] broadcast) into one delta."""
-    w = weights.reshape(-1, *([1] * (deltas.dim() - 1))).to(deltas.dtype)
-    weighted = deltas * w
-    if ties:
-        sign = weighted.sign()
-        votes = weighted.sum(0) if consensus == "sum" else sign.sum(0)
-        keep = sign == torch.where(votes >= 0, 1.0, -1.0).to(sign.dtype)
-        mixed = (weighted * keep).sum(0)
-        divisor = (w * keep).sum(0)
-        divisor[divisor == 0] = 1
-    else:
-        mixed = weighted.sum(0)
-        divisor = w.sum(0)
-        divisor[divisor.abs() < 1e-8] = 1
+    """Merge K deltas [K, ...] with weights [K] into one delta.
+
+    One pass per direction with tensor-sized accumulators (no K-sized temporaries). TIES keeps, per entry, the
+    weighted deltas whose sign agrees with the elected sign, so the merge is the sum of the positive parts where
+    the vote is ≥ 0 and of the negative parts elsewhere (entries equal to 0 are never kept, as in mergekit).
+    """
+    w = weights.to(deltas.dtype).tolist()
+    if not ties:
+        mixed = sum(d * wk for d, wk in zip(deltas, w))
+        total = sum(w)
+        if normalize and abs(total) >= 1e-8:
+            mixed = mixed / total
+        return mixed * lam if lam != 1 else mixed
+    pos, neg = torch.zeros_like(deltas[0]), torch.zeros_like(deltas[0])
+    count = torch.zeros_like(deltas[0]) if consensus == "count" else None
+    pos_w = torch.zeros_like(deltas[0]) if normalize else None
+    neg_w = torch.zeros_like(deltas[0]) if normalize else None
+    for d, wk in zip(deltas, w):
+        wd = d * wk
+        pos += wd.clamp(min=0)
+        neg += wd.clamp(max=0)
+        if count is not None:
+            count += wd.sign()
+        if normalize:
+            pos_w += (wd > 0) * wk
+            neg_w += (wd < 0) * wk
+    up = (pos + neg >= 0) if count is None else (count >= 0)
+    mixed = torch.where(up, pos, neg)
     if normalize:
+        divisor = torch.where(up, pos_w, neg_w)
+        divisor[divisor == 0] = 1
         mixed = mixed / divisor
     return mixed * lam if lam != 1 else mixed
 
