@@ -77,6 +77,27 @@ def collect(
         geometry_table(geom)
 
 
+@app.command("search")
+def search_cmd(
+    recipe: Path,
+    out: Annotated[Path, typer.Option(help="run directory with finished directions (re-running resumes)")],
+    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+) -> None:
+    """Search: CMA-ES over layer-wise merge coefficients, scored by a resident engine re-merged in place."""
+    from hyper_es.recipe import load_recipe
+    from hyper_es.search.run import search
+
+    if backend not in (None, "vllm", "hf"):
+        _fail(f"--backend: expected vllm or hf, got '{backend}'")
+    try:
+        result = search(load_recipe(recipe), out, backend=backend)
+    except HyperESError as exc:
+        _fail(str(exc))
+    for name, row in result["rows"].items():
+        test = "" if row["test"] is None else f"  test {row['test']:.3f}"
+        typer.echo(f"{name:<10} val {row['val']:.3f}{test}")
+
+
 @app.command()
 def export(
     run: Path,

@@ -93,8 +93,11 @@ class CMASearch:
         return (state.generation >= b.max_generations or (b.max_evals is not None and state.evals >= b.max_evals)
                 or (b.wall_clock_s is not None and state.seconds >= b.wall_clock_s))
 
-    def run(self, fitness: Fitness, on_generation: Callable[[dict], None] | None = None) -> SearchState:
-        """Ask/tell until the budget is spent; returns the final state (best_x, history, es)."""
+    def run(self, fitness: Fitness, on_generation: Callable[..., None] | None = None) -> SearchState:
+        """Ask/tell until the budget is spent; returns the final state (best_x, history, es).
+
+        `on_generation(record, xs, scores)` may add fields to the record before it is checkpointed.
+        """
         state = self.load()
         while not self.done(state):
             t0 = time.perf_counter()
@@ -111,8 +114,8 @@ class CMASearch:
                       "mean": float(np.mean(scores)), "median": float(np.median(scores)),
                       "sigma": float(state.es.sigma), "best_x": np.asarray(xs[best]).tolist(),
                       "seconds": time.perf_counter() - t0}
+            if on_generation:
+                on_generation(record, [np.asarray(x) for x in xs], scores)
             state.history.append(record)
             self._save(state)
-            if on_generation:
-                on_generation(record)
         return state

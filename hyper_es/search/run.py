@@ -1,0 +1,150 @@
+"""`hyper-es search`: CMA-ES over the genome, fitness = mean verified reward of greedy generations.
+
+Each generation draws one minibatch of train prompts (seeded by the generation), seen by every candidate. The
+best `rescore_top` candidates of each generation are re-scored on the validation split; the final genome is the
+best by validation, reported once on the test split next to the base (all coefficients 0) and the uniform merge.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hyper_es.directions import DirectionSet
+from hyper_es.directions.manifest import write_json_atomic
+from hyper_es.evaluate import Sampling
+from hyper_es.evaluate.base import truncate_at_stop
+from hyper_es.merging import MergeSettings, genome_for
+from hyper_es.recipe import Recipe
+from hyper_es.search.driver import Budget, CMASearch
+from hyper_es.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Score:
+    reward: float
+    tokens: int = 0
+    timing: dict = field(default_factory=dict)
+
+
+class Scorer:
+    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks."""
+
+    def __init__(self, engine, tokenizer, tasks: list[Task]):
+        self.engine, self.tok, self.tasks = engine, tokenizer, tasks
+        self._ids: dict[tuple[str, str], list[int]] = {}
+
+    def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
+        missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
+        for r, ids in zip(missing, task.prompt_ids(self.tok, missing) if missing else []):
+            self._ids[(task.name, r["id"])] = ids
+        return [self._ids[(task.name, r["id"])] for r in rows]
+
+    def score(self, x, rows: dict[str, list[dict]]) -> Score:
+        t0 = time.perf_counter()
+        self.engine.set_genome(x)
+        t1 = time.perf_counter()
+        total, weight, tokens, scoring = 0.0, 0.0, 0, 0.0
+        for task in self.tasks:
+            if not rows.get(task.name):
+                continue
+            sampling = Sampling(max_tokens=task.cfg.max_tokens, stop=tuple(task.cfg.stop))
+            outs = self.engine.generate(self._prompt_ids(task, rows[task.name]), sampling)
+            t2 = time.perf_counter()
+            rewards = []
+            for row, (ids,) in zip(rows[task.name], outs, strict=True):
+                text = truncate_at_stop(self.tok.decode(ids, skip_special_tokens=True), sampling.stop)
+                rewards.append(task.score(text, row))
+                tokens += len(ids)
+            scoring += time.perf_counter() - t2
+            total += task.cfg.weight * float(np.mean(rewards))
+            weight += task.cfg.weight
+        gen = time.perf_counter() - t1 - scoring
+        return Score(total / weight, tokens, {"merge_load_s": t1 - t0, "generate_s": gen, "score_s": scoring})
+
+
+def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
+    return random.Random(seed).sample(rows, min(n, len(rows)))
+
+
+def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
+    """Run (or resume) the search in RUN/search/; returns the result written to RUN/search/result.json."""
+    from hyper_es import models
+
+    run_dir = Path(run_dir)
+    out = run_dir / "search"
+    s, m = recipe.search, recipe.merge
+    backend = backend or recipe.eval.backend
+    ds = DirectionSet.from_run(run_dir)
+    genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
+                        per_direction_density=m.per_direction_density, bounds=s.bounds)
+    settings = MergeSettings(m.method, m.density, m.rescale, m.consensus, m.normalize, m.lam, m.seed)
+    names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
+    train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
+    val = {t.name: t.rows("val")[: s.val_size] for t in tasks}
+    test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None}
+    fit_pool = train or val  # tasks without a train split are searched on validation rows
+
+    if backend == "vllm":
+        from transformers import AutoTokenizer
+
+        from hyper_es.search.vllm_inplace import VLLMInPlace
+
+        tok = AutoTokenizer.from_pretrained(ds.base_path)
+        dtype = "bfloat16" if recipe.eval.dtype == "auto" else recipe.eval.dtype
+        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", threads=recipe.threads,
+                             dtype=dtype, max_model_len=recipe.model.max_model_len, seed=s.seed)
+    else:
+        from hyper_es.search.hf_inplace import HFInPlace
+        from hyper_es.merging import MergePlan
+
+        model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype)
+        engine = HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=recipe.eval.batch_size)
+    scorer = Scorer(engine, tok, tasks)
+
+    def fitness(xs, generation):
+        rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
+        scores = [scorer.score(x, rows) for x in xs]
+        fitness.last = scores
+        return [sc.reward for sc in scores]
+
+    def on_generation(record, xs, rewards):
+        last = fitness.last
+        record["tokens"] = sum(sc.tokens for sc in last)
+        for key in ("merge_load_s", "generate_s", "score_s"):
+            record[key] = sum(sc.timing[key] for sc in last)
+        top = np.argsort(rewards)[::-1][: s.rescore_top]
+        record["val"] = [{"fitness": rewards[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
+                         for i in top]
+        logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"], record["best"],
+                    record["mean"], record["sigma"], ", ".join(f"{v['val']:.3f}" for v in record["val"]))
+
+    lo, hi = genome.lower_upper()
+    driver = CMASearch(genome.initial(s.x0, m.density), s.sigma0, lower=lo, upper=hi, popsize=s.popsize,
+                       seed=s.seed, budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
+    try:
+        state = driver.run(fitness, on_generation)
+        best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
+        x_best = np.array(best["x"])
+        refs = {"base": genome.uniform(0.0), "uniform": genome.uniform(1.0 / len(ds)), "hyper-es": x_best}
+        result = {"generations": state.generation, "evals": state.evals, "search_seconds": state.seconds,
+                  "best_val_generation_entry": best, "rows": {}}
+        for name, x in refs.items():
+            result["rows"][name] = {"val": scorer.score(x, val).reward,
+                                    "test": scorer.score(x, test).reward if test else None}
+        engine.restore()
+    finally:
+        engine.close()
+    (out / "best.json").write_text(genome.to_json(x_best))
+    write_json_atomic(out / "result.json", result)
+    logger.info("search done: %s", json.dumps(result["rows"]))
+    return result
