@@ -13,6 +13,8 @@ from collections import defaultdict
 
 import torch
 
+from hyper_es.errors import HyperESError
+
 # HF projection → (vLLM fused module, shard index). Shards are stacked along dim 0 in index order.
 _LLAMA_LIKE = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
                "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
@@ -43,7 +45,7 @@ class HyperESWorker:
 
         tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
         if tp != 1:
-            raise NotImplementedError("in-place re-merge supports tensor_parallel_size=1 only")
+            raise HyperESError("in-place re-merge supports tensor_parallel_size=1 only (refused, not approximated)")
         torch.set_num_threads(int(spec.get("threads", torch.get_num_threads())))
         ds = DirectionSet.load(spec["set_dir"], validate=False)
         genome, _ = Genome.from_json(spec["genome"])
@@ -51,7 +53,7 @@ class HyperESWorker:
         model = self.model_runner.model
         arch = type(model).__name__
         if arch not in FUSIONS:
-            raise NotImplementedError(f"no fusion table for {arch}; add a row to FUSIONS")
+            raise HyperESError(f"no fusion table for {arch}; add a row to FUSIONS in hyper_es/search/vllm_worker.py")
         fusion = FUSIONS[arch]
         self.hx_modules = dict(model.named_modules())
         self.hx_params = dict(model.named_parameters())
