@@ -101,8 +101,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
 
         tok = AutoTokenizer.from_pretrained(ds.base_path)
         dtype = "bfloat16" if recipe.eval.dtype == "auto" else recipe.eval.dtype
-        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", threads=recipe.threads,
-                             dtype=dtype, max_model_len=recipe.model.max_model_len, seed=s.seed)
+        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", dtype=dtype,
+                             max_model_len=recipe.model.max_model_len, seed=s.seed)
     else:
         from hyper_es.search.hf_inplace import HFInPlace
         from hyper_es.merging import MergePlan

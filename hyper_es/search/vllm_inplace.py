@@ -16,17 +16,18 @@ class VLLMInPlace(VLLMGenerator):
     """`set_genome(x)` sends only the coefficient vector; `restore()` puts the exact base weights back."""
 
     def __init__(self, model: str | Path, tokenizer, ds, genome: Genome, settings: MergeSettings, workdir: Path,
-                 *, threads: int = 1, **engine_kwargs):
+                 **engine_kwargs):
+        # The worker keeps vLLM's own thread settings: merging runs while generation is paused, on the same cores.
         workdir = Path(workdir)
         set_dir = ds.save(workdir / "directions")
         (workdir / "genome.json").write_text(genome.to_json())
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
         spec = {"set_dir": str(set_dir), "genome": str(workdir / "genome.json"), "settings": asdict(settings),
-                "base": str(ds.base_path), "threads": threads}
+                "base": str(ds.base_path)}
         self.targets = self.llm.collective_rpc("hx_load", args=(json.loads(json.dumps(spec)),))[0]
 
     def set_genome(self, x) -> None:
-        self.llm.collective_rpc("hx_apply", args=([float(v) for v in x],))
+        self.last_timing = self.llm.collective_rpc("hx_apply", args=([float(v) for v in x],))[0]
         self.llm.reset_prefix_cache()  # stale KV of the old weights would otherwise be reused
 
     def restore(self) -> None:

@@ -46,7 +46,6 @@ class HyperESWorker:
         tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
         if tp != 1:
             raise HyperESError("in-place re-merge supports tensor_parallel_size=1 only (refused, not approximated)")
-        torch.set_num_threads(int(spec.get("threads", torch.get_num_threads())))
         ds = DirectionSet.load(spec["set_dir"], validate=False)
         genome, _ = Genome.from_json(spec["genome"])
         self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]))
@@ -97,10 +96,16 @@ class HyperESWorker:
             layer.quant_method.process_weights_after_loading(layer)
 
     @torch.no_grad()
-    def hx_apply(self, x) -> None:
+    def hx_apply(self, x) -> dict[str, float]:
+        """Merge and install; returns the time split {merge_s, install_s} measured in the worker."""
+        import time
+
+        t0 = time.perf_counter()
         merged = {t: self.hx_master[t] + d for t, d in self.hx_plan.deltas(x)}
+        t1 = time.perf_counter()
         for target, parts in self.hx_targets.items():
             self._hx_install(target, {hf: merged.get(hf, self.hx_master[hf]) for hf in parts.values()})
+        return {"merge_s": t1 - t0, "install_s": time.perf_counter() - t1}
 
     @torch.no_grad()
     def hx_restore(self) -> None:
