@@ -110,21 +110,19 @@ def export(
     """Export a merge of RUN's directions: an HF folder, a mergekit YAML, or a PEFT LoRA adapter (SVD)."""
     from hyper_es import export as ex
     from hyper_es.directions import DirectionSet
-    from hyper_es.merging import Genome, MergeSettings, genome_for
+    from hyper_es.merging import Genome, MergeSettings, global_weights
     from hyper_es.recipe import load_recipe
 
     if format not in ("hf", "mergekit", "peft"):
         _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
     try:
         ds = DirectionSet.from_run(run)
-        m = load_recipe(run / "recipe.yaml").merge
-        settings = MergeSettings(m.method, m.density, m.rescale, m.consensus, m.normalize, m.lam, m.seed)
+        settings = MergeSettings.from_config(load_recipe(run / "recipe.yaml").merge)
         if weights:
             pairs = dict(kv.split("=", 1) for kv in weights.split(","))
             if sorted(pairs) != sorted(ds.names):
                 _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
-            g = genome_for(ds, layer_group_size=1 << 20)
-            x = [float(pairs[d]) for _, d, _ in g.keys]
+            g, x = global_weights(ds, pairs)
         else:
             path = genome or run / "search" / "best.json"
             if not path.is_file():

@@ -258,7 +258,9 @@ def test_cli_export_formats(run, tmp_path):
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert out.exists()
-    assert yaml.safe_load((tmp_path / "m.yaml").read_text())["merge_method"] == "dare_ties"
+    cfg = yaml.safe_load((tmp_path / "m.yaml").read_text())
+    assert cfg["merge_method"] == "dare_ties"
+    assert cfg["models"][0]["parameters"]["weight"] == [0.5] * 4  # one value per layer of the tiny model
     bad = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x"), "--weights", "dir-0=1"], env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--weights: expected one weight for each of dir-0, dir-1, dir-2" in bad.stderr

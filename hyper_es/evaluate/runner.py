@@ -34,6 +34,13 @@ class TaskResult:
         return d
 
 
+def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]],
+                      stop: tuple[str, ...]) -> tuple[list[str], list[float]]:
+    """Decode one problem's completions, cut them at the stop strings, and score them with the task's reward."""
+    texts = [truncate_at_stop(tokenizer.decode(ids, skip_special_tokens=True), stop) for ids in outs]
+    return texts, [task.score(t, row) for t in texts]
+
+
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,
                   ks: tuple[int, ...] = (1,), limit: int | None = None) -> TaskResult:
     """Score `n` completions per problem; a completion counts as correct when its reward is 1."""
@@ -45,8 +52,7 @@ def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test",
     outputs = gen.generate(task.prompt_ids(tokenizer, rows), sampling)
     records, counts, rewards, tokens = [], [], [], 0
     for row, outs in zip(rows, outputs, strict=True):
-        texts = [truncate_at_stop(tokenizer.decode(ids, skip_special_tokens=True), sampling.stop) for ids in outs]
-        scores = [task.score(t, row) for t in texts]
+        texts, scores = score_completions(tokenizer, task, row, outs, sampling.stop)
         tokens += sum(map(len, outs))
         counts.append((len(scores), sum(s >= 1.0 for s in scores)))
         rewards.extend(scores)

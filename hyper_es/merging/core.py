@@ -104,6 +104,11 @@ class MergeSettings:
     lam: float = 1.0
     seed: int = 0
 
+    @classmethod
+    def from_config(cls, m) -> MergeSettings:
+        """From a recipe's `merge` section."""
+        return cls(m.method, m.density, m.rescale, m.consensus, m.normalize, m.lam, m.seed)
+
     def __post_init__(self):
         if self.method not in METHODS:
             raise HyperESError(f"unknown merge method '{self.method}'; expected one of: {', '.join(METHODS)}")
@@ -179,6 +184,14 @@ def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
                               bounds=tuple(bounds))
 
 
+def global_weights(ds, weights: Mapping[str, float]) -> tuple[Genome, np.ndarray]:
+    """A genome with one coefficient per direction (all layers in one group), and its vector."""
+    if sorted(weights) != sorted(ds.names):
+        raise HyperESError(f"coefficients must name every direction ({', '.join(ds.names)}); got {sorted(weights)}")
+    genome = genome_for(ds, layer_group_size=1 << 30)
+    return genome, np.array([float(weights[d]) for _, d, _ in genome.keys], dtype=np.float64)
+
+
 def merge(base_state_dict: Mapping[str, torch.Tensor], directions, coefficients, *, density: float = 1.0,
           seed: int = 0, method: str = "dare_ties", rescale: str = "l1", consensus: str = "sum",
           normalize: bool = False, lam: float = 1.0, genome: Genome | None = None) -> dict:
@@ -189,12 +202,7 @@ def merge(base_state_dict: Mapping[str, torch.Tensor], directions, coefficients,
     """
     settings = MergeSettings(method, density, rescale, consensus, normalize, lam, seed)
     if isinstance(coefficients, Mapping):
-        unknown = set(coefficients) - set(directions.names)
-        if unknown or len(coefficients) != len(directions):
-            raise HyperESError(f"coefficients must name every direction ({', '.join(directions.names)}); "
-                               f"got {sorted(coefficients)}")
-        genome = Genome.for_tensors(directions.names, directions.tensor_names(), 1 << 20, layer_group_size=1 << 20)
-        x = np.array([coefficients[d] for _, d, _ in genome.keys], dtype=np.float64)
+        genome, x = global_weights(directions, coefficients)
     else:
         genome = genome or genome_for(directions)
         x = coefficients

@@ -19,7 +19,7 @@ import numpy as np
 from hyper_es.directions import DirectionSet
 from hyper_es.directions.manifest import write_json_atomic
 from hyper_es.evaluate import Sampling
-from hyper_es.evaluate.base import truncate_at_stop
+from hyper_es.evaluate.runner import score_completions
 from hyper_es.merging import MergeSettings, genome_for
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import Budget, CMASearch
@@ -60,10 +60,9 @@ class Scorer:
             outs = self.engine.generate(self._prompt_ids(task, rows[task.name]), sampling)
             t2 = time.perf_counter()
             rewards = []
-            for row, (ids,) in zip(rows[task.name], outs, strict=True):
-                text = truncate_at_stop(self.tok.decode(ids, skip_special_tokens=True), sampling.stop)
-                rewards.append(task.score(text, row))
-                tokens += len(ids)
+            for row, completions in zip(rows[task.name], outs, strict=True):
+                rewards += score_completions(self.tok, task, row, completions, sampling.stop)[1]
+                tokens += sum(map(len, completions))
             scoring += time.perf_counter() - t2
             total += task.cfg.weight * float(np.mean(rewards))
             weight += task.cfg.weight
@@ -86,7 +85,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     ds = DirectionSet.from_run(run_dir)
     genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
                         per_direction_density=m.per_direction_density, bounds=s.bounds)
-    settings = MergeSettings(m.method, m.density, m.rescale, m.consensus, m.normalize, m.lam, m.seed)
+    settings = MergeSettings.from_config(m)
     names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
     train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
@@ -111,14 +110,14 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
         engine = HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=recipe.eval.batch_size)
     scorer = Scorer(engine, tok, tasks)
 
+    last: list[Score] = []  # the current generation's scores, for the log
+
     def fitness(xs, generation):
         rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
-        scores = [scorer.score(x, rows) for x in xs]
-        fitness.last = scores
-        return [sc.reward for sc in scores]
+        last[:] = [scorer.score(x, rows) for x in xs]
+        return [sc.reward for sc in last]
 
     def on_generation(record, xs, rewards):
-        last = fitness.last
         record["tokens"] = sum(sc.tokens for sc in last)
         for key in ("merge_load_s", "generate_s", "score_s"):
             record[key] = sum(sc.timing[key] for sc in last)
