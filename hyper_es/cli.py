@@ -34,9 +34,18 @@ def _ints(text: str, opt: str) -> tuple[int, ...]:
 
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False) -> None:
+    import signal
+
     from hyper_es.progress import setup_logging
 
     setup_logging(verbose)
+    # SIGTERM unwinds like Ctrl-C, so engines are shut down (vLLM's EngineCore would otherwise outlive us) and
+    # stages stop between atomic writes; a re-run resumes.
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 @app.command()
@@ -75,6 +84,30 @@ def collect(
         geom = DirectionSet.from_run(out).geometry()
         write_json_atomic(out / "geometry.json", geom)
         geometry_table(geom)
+
+
+@app.command("run")
+def run_cmd(
+    recipe: Path,
+    out: Annotated[Path, typer.Option(help="run directory (re-running on it resumes every stage)")],
+    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    quick: Annotated[bool, typer.Option(help="scale the recipe down for a first look (minutes on a CPU)")] = False,
+) -> None:
+    """Whole pipeline: directions + GRPO-LoRA baseline → search → final evaluation → RUN/report.json and report.md."""
+    from hyper_es.pipeline import quick as quick_recipe
+    from hyper_es.pipeline import run
+    from hyper_es.recipe import load_recipe
+    from hyper_es.report import report_table
+
+    if backend not in (None, "vllm", "hf"):
+        _fail(f"--backend: expected vllm or hf, got '{backend}'")
+    try:
+        rec = load_recipe(recipe)
+        report = run(quick_recipe(rec) if quick else rec, out, backend=backend)
+    except HyperESError as exc:
+        _fail(str(exc))
+    report_table(report)
+    typer.echo(f"report: {out / 'report.md'}")
 
 
 @app.command("search")

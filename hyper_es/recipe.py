@@ -158,6 +158,8 @@ class GradientConfig(Strict):
     seed: NonNegInt = 0
     checkpoint_every: NonNegInt = Field(0, description="TRL checkpoint every N steps (0: a killed job restarts)")
     baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")
+    baseline_snapshot_every: NonNegInt = Field(
+        0, description="save the baseline's adapter every N steps (its accuracy-vs-steps curve); 0: final only")
 
     @field_validator("rewards")
     @classmethod
@@ -208,8 +210,17 @@ class SearchConfig(Strict):
     max_evals: PosInt | None = None
     wall_clock_s: Annotated[float, Field(gt=0)] | None = None
     minibatch: PosInt = 32
+    samples: PosInt = Field(1, description="completions per prompt for fitness (> 1 needs temperature > 0)")
+    temperature: Annotated[float, Field(ge=0)] = Field(0.0, description="fitness decoding (0: greedy)")
     val_size: PosInt = 64
     rescore_top: PosInt = 2
+    tracking: Literal["auto", "tensorboard", "wandb", "none"] = Field(
+        "auto", description="auto: TensorBoard when installed; wandb: W&B (its own login/env)")
+    merge_device: Literal["auto", "cpu"] = Field(
+        "auto", description="where the vLLM worker keeps base copies and deltas: auto = the engine's device")
+    prepare_deltas: bool = Field(True, description="keep K sparsified deltas (fast); false: recompute from LoRA")
+    delta_dtype: Literal["float32", "bfloat16"] = "float32"
+    compile_merge: bool = Field(True, description="merge with the torch.compile'd combine (falls back to eager)")
 
     @field_validator("bounds")
     @classmethod
@@ -217,6 +228,12 @@ class SearchConfig(Strict):
         if not v[0] < v[1]:
             raise ValueError(f"expected [low, high] with low < high, got {list(v)}")
         return v
+
+    @model_validator(mode="after")
+    def _samples_need_temperature(self) -> SearchConfig:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(f"samples={self.samples} needs temperature > 0 (greedy gives one completion)")
+        return self
 
 
 class EvalConfig(Strict):

@@ -1,5 +1,8 @@
 import os
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # test-only rewards, importable as `dense_reward:...`
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")

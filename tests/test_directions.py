@@ -16,8 +16,7 @@ from hyper_es.directions.collect import collect
 from hyper_es.directions.jobs import plan_baseline, plan_directions
 from hyper_es.errors import DataError, HyperESError
 
-HELPERS = str(Path(__file__).parent / "helpers")
-sys.path.insert(0, HELPERS)
+HELPERS = str(Path(__file__).parent / "helpers")  # on sys.path via conftest; subprocesses get it in PYTHONPATH
 
 RECIPE = {
     "name": "tiny-dense",

@@ -37,3 +37,29 @@ def test_inplace_matches_fresh_merged_model_and_restores(tiny_path):
     inplace.restore()
     assert all(torch.equal(model.state_dict()[k], v) for k, v in base_sd.items())
     assert inplace.generate(prompts, s) == base_out
+
+
+def test_scorer_sampled_fitness_scores_every_sample(tiny_path):
+    """search.samples > 1: each prompt gets n completions at the temperature, and the fitness averages them all."""
+    from hyper_es import models
+    from hyper_es.recipe import TaskConfig
+    from hyper_es.search.run import Scorer
+    from hyper_es.tasks import Task
+
+    model, tok = models.load(str(tiny_path))
+    sd = model.state_dict()
+    ds = hx.DirectionSet.from_dicts(str(tiny_path), {"a": {"model.layers.0.mlp.down_proj.weight":
+                                                           0.1 * torch.ones_like(sd["model.layers.0.mlp.down_proj.weight"])}})
+    genome = genome_for(ds)
+    task = Task(TaskConfig(name="chain_sum", test={"source": "builtin", "name": "chain_sum_test"}, max_tokens=8,
+                           reward="dense_reward:digit_fraction"))
+    rows = {task.name: task.rows("test")[:4]}
+    calls = []
+    engine = HFInPlace(model, tok, MergePlan(ds, genome), batch_size=4)
+    real = engine.generate_groups
+    engine.generate_groups = lambda groups: calls.append([s for _, s in groups]) or real(groups)
+    scorer = Scorer(engine, tok, [task])
+    greedy = scorer.score(genome.uniform(0.5), rows)
+    sampled = scorer.score(genome.uniform(0.5), rows, samples=3, temperature=1.0, seed=7)
+    assert calls[0][0].greedy and calls[1][0].n == 3 and calls[1][0].temperature == 1.0 and calls[1][0].seed == 7
+    assert sampled.tokens > greedy.tokens and 0 <= sampled.reward <= 1

@@ -31,6 +31,10 @@ class HFGenerator:
         )
 
     @torch.inference_mode()
+    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]]) -> list[list[list[list[int]]]]:
+        """One `generate` per group: HF batches cannot mix max_tokens."""
+        return [self.generate(prompts, sampling) for prompts, sampling in groups]
+
     def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
         cfg, out = self._config(sampling), []
         device = next(self.model.parameters()).device

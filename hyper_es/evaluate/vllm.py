@@ -23,6 +23,7 @@ class VLLMGenerator:
     with the same seed and the same sequence of calls, not call by call."""
 
     backend = "vllm"
+    show_progress = True  # vLLM's tqdm bar per call; the search turns it off (it has its own progress)
 
     def __init__(self, model: str | Path, tokenizer, *, dtype: str = "bfloat16", max_model_len: int = 2048, seed: int = 0,
                  enforce_eager: bool = True, trust_remote_code: bool = False, **engine_kwargs):
@@ -50,15 +51,25 @@ class VLLMGenerator:
             trust_remote_code=trust_remote_code, generation_config="vllm", **engine_kwargs,
         )
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
+    def _params(self, sampling: Sampling):
         from vllm import SamplingParams
 
-        params = SamplingParams(
+        return SamplingParams(
             n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
             seed=None if sampling.greedy or self.on_cpu else sampling.seed, stop=list(sampling.stop) or None,
         )
-        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=True)
-        return [[cut_at_eos(list(c.token_ids), self.eos_ids) for c in o.outputs] for o in outs]
+
+    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
+        return self.generate_groups([(prompts, sampling)])[0]
+
+    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]]) -> list[list[list[list[int]]]]:
+        """Several prompt groups with their own settings (tasks differ in max_tokens and stop) in one engine call,
+        so the scheduler batches all of them together."""
+        prompts = [{"prompt_token_ids": p} for ps, _ in groups for p in ps]
+        params = [self._params(s) for ps, s in groups for _ in ps]
+        outs = iter(self.llm.generate(prompts, params, use_tqdm=self.show_progress))
+        return [[[cut_at_eos(list(c.token_ids), self.eos_ids) for c in next(outs).outputs] for _ in ps]
+                for ps, _ in groups]
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

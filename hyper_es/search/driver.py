@@ -70,6 +70,7 @@ class CMASearch:
             with path.open("rb") as f:
                 state = pickle.load(f)
             np.random.set_state(state.np_random)
+            self._write_log(state)  # a kill between checkpoint and log left the log one generation behind
             logger.info("resuming search at generation %d from %s", state.generation, path)
             return state
         return self._fresh()
@@ -82,11 +83,15 @@ class CMASearch:
         tmp = self.out / f".{CHECKPOINT}.tmp"
         with tmp.open("wb") as f:
             pickle.dump(state, f)
-        # The log is rewritten from the checkpointed history, so log and checkpoint can never disagree.
+        # Checkpoint first, then the log, rewritten from the checkpointed history: a generation in the log is
+        # always in the checkpoint, and a resumed run rewrites the log from the checkpoint.
+        os.replace(tmp, self.out / CHECKPOINT)
+        self._write_log(state)
+
+    def _write_log(self, state: SearchState) -> None:
         log_tmp = self.out / f".{LOG}.tmp"
         log_tmp.write_text("".join(json.dumps(r) + "\n" for r in state.history))
         os.replace(log_tmp, self.out / LOG)
-        os.replace(tmp, self.out / CHECKPOINT)
 
     def done(self, state: SearchState) -> bool:
         b = self.budget

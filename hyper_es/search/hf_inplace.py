@@ -21,6 +21,7 @@ class HFInPlace(HFGenerator):
         if missing:
             raise KeyError(f"model has no parameter '{missing[0]}' (the directions do not fit this model)")
         self.master = {t: self.params[t].detach().to(torch.float32).clone() for t in plan.tensors}
+        plan.warm_up()
 
     @torch.no_grad()
     def set_genome(self, x) -> None:

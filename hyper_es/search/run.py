@@ -23,6 +23,7 @@ from hyper_es.evaluate.runner import score_completions
 from hyper_es.merging import MergeSettings, genome_for
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import Budget, CMASearch
+from hyper_es.search.tracking import Tracker
 from hyper_es.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,10 @@ class Score:
 
 
 class Scorer:
-    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks."""
+    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks.
+
+    A candidate's prompts of every task go to the engine in one call (vLLM batches them together). The reward
+    is the task-weighted mean over prompts and samples."""
 
     def __init__(self, engine, tokenizer, tasks: list[Task]):
         self.engine, self.tok, self.tasks = engine, tokenizer, tasks
@@ -48,26 +52,27 @@ class Scorer:
             self._ids[(task.name, r["id"])] = ids
         return [self._ids[(task.name, r["id"])] for r in rows]
 
-    def score(self, x, rows: dict[str, list[dict]]) -> Score:
+    def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
+              seed: int = 0) -> Score:
         t0 = time.perf_counter()
         self.engine.set_genome(x)
         t1 = time.perf_counter()
-        total, weight, tokens, scoring = 0.0, 0.0, 0, 0.0
-        for task in self.tasks:
-            if not rows.get(task.name):
-                continue
-            sampling = Sampling(max_tokens=task.cfg.max_tokens, stop=tuple(task.cfg.stop))
-            outs = self.engine.generate(self._prompt_ids(task, rows[task.name]), sampling)
-            t2 = time.perf_counter()
+        tasks = [t for t in self.tasks if rows.get(t.name)]
+        samplings = [Sampling(n=samples, temperature=temperature, seed=seed, max_tokens=t.cfg.max_tokens,
+                              stop=tuple(t.cfg.stop)) for t in tasks]
+        outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
+                                            for t, sp in zip(tasks, samplings)])
+        t2 = time.perf_counter()
+        total, weight, tokens = 0.0, 0.0, 0
+        for task, sampling, task_outs in zip(tasks, samplings, outs):
             rewards = []
-            for row, completions in zip(rows[task.name], outs, strict=True):
+            for row, completions in zip(rows[task.name], task_outs, strict=True):
                 rewards += score_completions(self.tok, task, row, completions, sampling.stop)[1]
                 tokens += sum(map(len, completions))
-            scoring += time.perf_counter() - t2
             total += task.cfg.weight * float(np.mean(rewards))
             weight += task.cfg.weight
-        gen = time.perf_counter() - t1 - scoring
-        return Score(total / weight, tokens, {"merge_load_s": t1 - t0, "generate_s": gen, "score_s": scoring})
+        timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
+        return Score(total / weight, tokens, timing)
 
 
 def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
@@ -101,20 +106,29 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
         tok = AutoTokenizer.from_pretrained(ds.base_path)
         dtype = "bfloat16" if recipe.eval.dtype == "auto" else recipe.eval.dtype
         engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", dtype=dtype,
-                             max_model_len=recipe.model.max_model_len, seed=s.seed)
+                             max_model_len=recipe.model.max_model_len, seed=s.seed, fused=s.compile_merge,
+                             merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
     else:
         from hyper_es.search.hf_inplace import HFInPlace
         from hyper_es.merging import MergePlan
 
         model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype)
-        engine = HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=recipe.eval.batch_size)
+        plan = MergePlan(ds, genome, settings, fused=s.compile_merge)
+        engine = HFInPlace(model, tok, plan, batch_size=recipe.eval.batch_size)
     scorer = Scorer(engine, tok, tasks)
 
     last: list[Score] = []  # the current generation's scores, for the log
+    tracker: list[Tracker] = []  # made at the first generation run, when the population size is known
 
     def fitness(xs, generation):
+        if not tracker:
+            tracker.append(Tracker(out, kind=s.tracking, total_candidates=s.max_generations * len(xs),
+                                   done_candidates=generation * len(xs), config=recipe.model_dump(mode="json")))
         rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
-        last[:] = [scorer.score(x, rows) for x in xs]
+        last.clear()
+        for x in xs:
+            last.append(scorer.score(x, rows, samples=s.samples, temperature=s.temperature, seed=s.seed + generation))
+            tracker[0].candidate_done()
         return [sc.reward for sc in last]
 
     def on_generation(record, xs, rewards):
@@ -126,6 +140,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                          for i in top]
         logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"], record["best"],
                     record["mean"], record["sigma"], ", ".join(f"{v['val']:.3f}" for v in record["val"]))
+        tracker[0].generation(record)
 
     lo, hi = genome.lower_upper()
     driver = CMASearch(genome.initial(s.x0, m.density), s.sigma0, lower=lo, upper=hi, popsize=s.popsize,
@@ -142,6 +157,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                                     "test": scorer.score(x, test).reward if test else None}
         engine.restore()
     finally:
+        for t in tracker:
+            t.close()
         engine.close()
     (out / "best.json").write_text(genome.to_json(x_best))
     write_json_atomic(out / "result.json", result)

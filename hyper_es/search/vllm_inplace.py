@@ -15,15 +15,19 @@ WORKER = "hyper_es.search.vllm_worker.HyperESWorker"
 class VLLMInPlace(VLLMGenerator):
     """`set_genome(x)` sends only the coefficient vector; `restore()` puts the exact base weights back."""
 
+    show_progress = False
+
     def __init__(self, model: str | Path, tokenizer, ds, genome: Genome, settings: MergeSettings, workdir: Path,
-                 **engine_kwargs):
+                 *, fused: bool = False, merge_device: str = "auto", prepare: bool = True,
+                 delta_dtype: str = "float32", **engine_kwargs):
         # The worker keeps vLLM's own thread settings: merging runs while generation is paused, on the same cores.
         workdir = Path(workdir)
         set_dir = ds.save(workdir / "directions")
         (workdir / "genome.json").write_text(genome.to_json())
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
         spec = {"set_dir": str(set_dir), "genome": str(workdir / "genome.json"), "settings": asdict(settings),
-                "base": str(ds.base_path)}
+                "base": str(ds.base_path), "fused": fused,
+                "device": merge_device, "prepare": prepare, "delta_dtype": delta_dtype}
         self.targets = self.llm.collective_rpc("hx_load", args=(json.loads(json.dumps(spec)),))[0]
 
     def set_genome(self, x) -> None:

@@ -48,8 +48,11 @@ class HyperESWorker:
             raise HyperESError("in-place re-merge supports tensor_parallel_size=1 only (refused, not approximated)")
         ds = DirectionSet.load(spec["set_dir"], validate=False)
         genome, _ = Genome.from_json(spec["genome"])
-        self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]))
         model = self.model_runner.model
+        device = next(model.parameters()).device if spec.get("device", "auto") == "auto" else torch.device("cpu")
+        self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]), device=device,
+                                 dtype=getattr(torch, spec.get("delta_dtype", "float32")),
+                                 prepare=spec.get("prepare", True), fused=spec.get("fused", False))
         arch = type(model).__name__
         if arch not in FUSIONS:
             raise HyperESError(f"no fusion table for {arch}; add a row to FUSIONS in hyper_es/search/vllm_worker.py")
@@ -71,11 +74,12 @@ class HyperESWorker:
                 prefix = t.rsplit(".", 2)[0]
                 for p in SHARDS[fusion[proj][0]]:
                     self.hx_targets[target][p] = f"{prefix}.{p}.weight"
-        self.hx_master = {hf: read_tensor(files[hf], hf).float() for parts in self.hx_targets.values()
-                          for hf in parts.values()}
+        self.hx_master = {hf: read_tensor(files[hf], hf).to(device, torch.float32)
+                          for parts in self.hx_targets.values() for hf in parts.values()}
         for target in self.hx_targets:
             if target not in self.hx_modules and target not in self.hx_params:
                 raise KeyError(f"vLLM model has no module or parameter '{target}'")
+        self.hx_plan.warm_up()
         return len(self.hx_targets)
 
     def _hx_install(self, target: str, weights: dict[str, torch.Tensor]) -> None:
@@ -101,7 +105,7 @@ class HyperESWorker:
         import time
 
         t0 = time.perf_counter()
-        merged = {t: self.hx_master[t] + d for t, d in self.hx_plan.deltas(x)}
+        merged = {t: self.hx_master[t] + d.float() for t, d in self.hx_plan.deltas(x)}
         t1 = time.perf_counter()
         for target, parts in self.hx_targets.items():
             self._hx_install(target, {hf: merged.get(hf, self.hx_master[hf]) for hf in parts.values()})

@@ -1,0 +1,155 @@
+"""Search throughput, side by side in one run: candidates scored per minute on the same minibatch.
+
+    python bench/search_throughput.py --run RUN --recipe recipes/smollm2-135m.yaml [--candidates 6,2,2]
+
+(a) our loop: one resident vLLM engine, merged weights rewritten in place inside the worker per candidate;
+(b) mergekit-evolve's path: merge to disk (our `export_hf`, which is faster than mergekit) and a new vLLM engine
+    per candidate;
+(c) the HF evaluator: one resident HF model, merged weights copied in per candidate.
+Each path runs in its own child process, one after the other, on the same candidates (seeded) and the same
+prompts (the recipe's search tasks, `search.minibatch` train rows each, greedy). A candidate's time is everything
+from the new coefficient vector to its fitness: merge, load, generation and scoring. For (a), the one-time engine
+start is reported apart, and the fraction of wall time spent outside generation is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class DiskEngine:
+    """(b): every candidate is merged to a folder and served by a fresh vLLM engine."""
+
+    def __init__(self, ds, genome, settings, workdir: Path, tok, **engine_kwargs):
+        self.ds, self.genome, self.settings, self.workdir, self.tok = ds, genome, settings, workdir, tok
+        self.kwargs, self.gen, self.n = engine_kwargs, None, 0
+
+    def set_genome(self, x) -> None:
+        import shutil
+
+        from hyper_es.evaluate.vllm import VLLMGenerator
+        from hyper_es.export import export_hf
+
+        self.close()
+        folder = self.workdir / f"candidate-{self.n}"
+        self.n += 1
+        export_hf(self.ds, self.genome, x, self.settings, folder)
+        self.gen = VLLMGenerator(folder, self.tok, **self.kwargs)
+        self.gen.show_progress = False
+        shutil.rmtree(folder)  # the engine has loaded it
+
+    def generate_groups(self, groups):
+        return self.gen.generate_groups(groups)
+
+    def restore(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.gen is not None:
+            self.gen.close()
+            self.gen = None
+
+
+def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch: int | None) -> dict:
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    import hyper_es as hx
+    from hyper_es import models
+    from hyper_es.merging import MergePlan, MergeSettings, genome_for
+    from hyper_es.search.run import Scorer, _draw
+    from hyper_es.tasks import Task
+
+    recipe = hx.load_recipe(recipe_path)
+    s, m = recipe.search, recipe.merge
+    ds = hx.DirectionSet.from_run(run)
+    genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups, bounds=s.bounds)
+    settings = MergeSettings.from_config(m)
+    tasks = [Task(recipe.task(t), recipe.base_dir) for t in s.tasks]
+    rows = {t.name: _draw(t.rows("train"), minibatch or s.minibatch, 12345) for t in tasks}
+    rng = np.random.default_rng(0)
+    lo, hi = genome.lower_upper()
+    xs = [np.clip(genome.uniform(1.0 / len(ds)) + rng.normal(0, s.sigma0, genome.size), lo, hi) for _ in range(n)]
+    engine_kw = dict(dtype="bfloat16", max_model_len=recipe.model.max_model_len, seed=s.seed)
+    t0 = time.perf_counter()
+    if kind == "inplace":
+        from hyper_es.search.vllm_inplace import VLLMInPlace
+
+        tok = AutoTokenizer.from_pretrained(ds.base_path)
+        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, Path(workdir) / "engine", fused=s.compile_merge,
+                             **engine_kw)
+    elif kind == "disk":
+        tok = AutoTokenizer.from_pretrained(ds.base_path)
+        engine = DiskEngine(ds, genome, settings, Path(workdir), tok, **engine_kw)
+    else:
+        from hyper_es.search.hf_inplace import HFInPlace
+
+        model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype)
+        engine = HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=s.compile_merge),
+                           batch_size=recipe.eval.batch_size)
+    startup = time.perf_counter() - t0
+    scorer = Scorer(engine, tok, tasks)
+    scorer.score(genome.uniform(0.0), {t: r[:2] for t, r in rows.items()})  # warm-up (prompt ids, first call)
+    per = []
+    try:
+        for x in xs:
+            t = time.perf_counter()
+            sc = scorer.score(x, rows)
+            per.append({"wall_s": time.perf_counter() - t, "fitness": sc.reward, "tokens": sc.tokens, **sc.timing,
+                        **getattr(engine, "last_timing", {})})
+    finally:
+        engine.close()
+    wall = sum(p["wall_s"] for p in per)
+    return {"kind": kind, "candidates": n, "startup_s": startup, "wall_s": wall, "candidates_per_min": 60 * n / wall,
+            "outside_generation": sum(p["merge_load_s"] + p["score_s"] for p in per) / wall,
+            "prompts_per_candidate": sum(map(len, rows.values())), "per_candidate": per}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", required=True, help="run directory with the gradient stage's directions")
+    ap.add_argument("--recipe", default=str(ROOT / "recipes/smollm2-135m.yaml"))
+    ap.add_argument("--candidates", default="6,2,2", help="candidates for (a),(b),(c)")
+    ap.add_argument("--minibatch", type=int, help="prompts per task per candidate (default: the recipe's)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/search_throughput.json"))
+    ap.add_argument("--child", choices=["inplace", "disk", "hf"], help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(args.child, args.run, args.recipe, args.n, args.workdir, args.minibatch)))
+        return
+    import tempfile
+
+    counts = [int(c) for c in args.candidates.split(",")]
+    results = {}
+    for kind, n in zip(("inplace", "disk", "hf"), counts, strict=True):
+        with tempfile.TemporaryDirectory() as work:
+            proc = subprocess.run([sys.executable, __file__, "--run", args.run, "--recipe", args.recipe, "--child",
+                                   kind, "--n", str(n), "--workdir", work,
+                                   *(["--minibatch", str(args.minibatch)] if args.minibatch else [])], capture_output=True, text=True)
+        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+        if proc.returncode or line is None:
+            sys.exit(f"{kind} failed:\n{proc.stderr[-3000:]}")
+        results[kind] = json.loads(line[7:])
+        r = results[kind]
+        print(f"{kind}: {r['candidates_per_min']:.2f} candidates/min ({r['candidates']} candidates, "
+              f"{r['wall_s']:.1f} s; startup {r['startup_s']:.1f} s; outside generation {r['outside_generation']:.1%})",
+              flush=True)
+    a, b, c = (results[k]["candidates_per_min"] for k in ("inplace", "disk", "hf"))
+    summary = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "a_over_b": a / b, "a_over_c": a / c,
+               "a_outside_generation": results["inplace"]["outside_generation"], "results": results}
+    Path(args.out).write_text(json.dumps(summary, indent=1))
+    print(f"(a)/(b) = {a / b:.1f}x  (a)/(c) = {a / c:.1f}x  (a) outside generation = "
+          f"{summary['a_outside_generation']:.1%}  -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
