@@ -29,8 +29,10 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not integration"
 
+# The whole pipeline on the real SmolLM2-135M, scaled down (--quick): directions, GRPO-LoRA baseline, search,
+# final evaluation; prints the report table (runs/demo/report.md). Re-running resumes.
 demo: install
-	$(PY) -m hyper_es.demo
+	$(VENV)/bin/hyper-es run recipes/smollm2-135m.yaml --out runs/demo --quick
 
 data: install
 	$(PY) scripts/make_data.py gsm8k

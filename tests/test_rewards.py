@@ -347,3 +347,11 @@ def test_forked_child_gets_own_worker(warm) -> None:
 ])
 def test_numeric_partial_gives_dense_credit(completion, score):
     assert hx.rewards.get("numeric_partial")(completion, "72") == pytest.approx(score, abs=1e-9)
+
+
+def test_numeric_reference_may_be_a_worked_solution():
+    """GSM8K's train split gives the reference as a rationale ending in '#### 72'."""
+    ref = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n#### 72"
+    assert hx.rewards.get("numeric")("so the answer is \\boxed{72}", ref) == 1.0
+    assert hx.rewards.get("numeric")("\\boxed{24}", ref) == 0.0
+    assert hx.rewards.get("numeric_partial")("\\boxed{72}", ref) == 1.0

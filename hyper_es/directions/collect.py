@@ -83,6 +83,21 @@ def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL s
     return _StepLog()
 
 
+SNAPSHOTS = "snapshots"
+
+
+def Snapshots(every: int, folder: Path):  # noqa: N802 - a callback factory, like StepLog
+    """Saves the adapter every `every` steps to folder/step-N (the baseline's accuracy-vs-steps curve)."""
+    from transformers import TrainerCallback
+
+    class _Snapshots(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step % every == 0 and state.global_step < state.max_steps:
+                model.save_pretrained(str(folder / f"step-{state.global_step}"))
+
+    return _Snapshots()
+
+
 def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float]):
     import torch
     from trl import GRPOConfig
@@ -139,6 +154,8 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
     )
     trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
     trainer.add_callback(StepLog(job.name, job.steps))
+    if job.baseline and recipe.gradient.baseline_snapshot_every:
+        trainer.add_callback(Snapshots(recipe.gradient.baseline_snapshot_every, work / "adapter" / SNAPSHOTS))
     resume = get_last_checkpoint(str(trainer_dir)) if recipe.gradient.checkpoint_every else None
     logger.info("job %s: %d steps, lr %.2g, seed %d, shard %s, %d train rows%s", job.name, job.steps,
                 job.learning_rate, job.seed, job.shard, len(rows), f" (resuming {resume})" if resume else "")

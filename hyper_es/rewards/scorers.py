@@ -89,11 +89,19 @@ def math_reward(completion: str, reference: Any) -> float:
     return 0.0 if pred is None else sandbox.verify(reference, pred)
 
 
+def reference_number(reference: Any) -> Fraction | None:
+    """The reference as a number; a worked solution (GSM8K's "... #### 72") gives its final answer."""
+    got = to_number(reference)
+    if got is None and isinstance(reference, str):
+        got = to_number(final_answer(reference))
+    return got
+
+
 @register("numeric")
 @safe_reward
 def numeric(completion: str, reference: Any) -> float:
     """1.0 if the final answer equals ``reference`` exactly as a rational number."""
-    want = to_number(reference)
+    want = reference_number(reference)
     if want is None:
         logger.warning("numeric reward: reference %r is not a number", reference)
         return 0.0
@@ -105,7 +113,7 @@ def numeric(completion: str, reference: Any) -> float:
 def numeric_partial(completion: str, reference: Any) -> float:
     """Dense partial credit for training: 1.0 if exact, else 0.5·max(0, 1 − |pred − ref| / max(1, |ref|)) for a
     parsed final number, else 0. Gives GRPO a signal where a weak model is almost never exactly right."""
-    want = to_number(reference)
+    want = reference_number(reference)
     got = to_number(final_answer(completion))
     if want is None or got is None:
         return 0.0

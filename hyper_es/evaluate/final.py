@@ -1,0 +1,151 @@
+"""The final evaluation of a run: every model worth comparing, on every held-out test set, with one resident engine.
+
+Rows: the base; each direction alone; the uniform merge; the GRPO-LoRA baseline (and its snapshots, for the
+accuracy-vs-steps curve); Hyper-ES. All of them are genomes over one DirectionSet (the search's directions first,
+so their DARE masks are the search's, then the baseline's adapters), with one density per direction: raw
+adapters (a direction alone, the baseline) are merged at density 1 with coefficient 1/λ, which is base + ΔW
+exactly. So one engine serves every row, re-merged in place, as in the search.
+
+Each row's results are written to RUN/eval/<row>.json as soon as they exist; a re-run skips finished rows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hyper_es.directions import DirectionSet
+from hyper_es.directions.collect import SNAPSHOTS
+from hyper_es.directions.manifest import write_json_atomic
+from hyper_es.evaluate.base import Sampling
+from hyper_es.evaluate.passk import mean_pass_at_k
+from hyper_es.evaluate.runner import evaluate_task
+from hyper_es.merging import Genome, MergeSettings, genome_for
+from hyper_es.recipe import Recipe
+from hyper_es.tasks import Task
+
+logger = logging.getLogger(__name__)
+EVAL_DIR = "eval"
+
+
+@dataclass
+class Row:
+    name: str
+    kind: str  # base | direction | uniform | baseline | baseline-snapshot | hyper-es
+    weights: dict[str, float] = field(default_factory=dict)  # one weight per direction (all layers)
+    layerwise: np.ndarray | None = None  # a vector of the search genome (Hyper-ES)
+    raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
+    pass_k: bool = False  # also sample n completions for Pass@k (costly: only the rows compared in the report)
+    steps: int | None = None  # optimizer steps spent to make this model
+
+
+def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
+    """Search directions, then the baseline and its snapshots; returns (set, search names, {step: snapshot})."""
+    search = DirectionSet.from_run(run_dir)
+    folders = [Path(d.origin) for d in search.directions]
+    names = list(search.names)
+    baseline = run_dir / "directions" / "baseline"
+    snapshots = {}
+    if (baseline / "manifest.json").is_file():
+        folders.append(baseline)
+        names.append("baseline")
+        for snap in sorted((baseline / SNAPSHOTS).glob("step-*"), key=lambda p: int(p.name[5:])):
+            snapshots[int(snap.name[5:])] = snap
+            folders.append(snap)
+            names.append(f"baseline@{snap.name[5:]}")
+    return DirectionSet.from_adapters(search.base, folders, names), search.names, snapshots
+
+
+def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
+    manifests = {n: json.loads((run_dir / "directions" / n / "manifest.json").read_text()) for n in search_names}
+    total = sum(m["optimizer_steps"] for m in manifests.values())
+    rows = [Row("base", "base", pass_k=True, steps=0)]
+    rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names]
+    rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
+    baseline = run_dir / "directions" / "baseline" / "manifest.json"
+    if baseline.is_file():
+        steps = json.loads(baseline.read_text())["optimizer_steps"]
+        rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
+                 for s in snapshots]
+        rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, pass_k=True, steps=steps))
+    best = run_dir / "search" / "best.json"
+    if best.is_file():
+        _, x = Genome.from_json(best)
+        rows.append(Row("hyper-es", "hyper-es", layerwise=x, pass_k=True, steps=total))
+    return rows
+
+
+def row_vector(row: Row, genome: Genome, search_genome: Genome, search_names: list[str], density: float,
+               lam: float) -> np.ndarray:
+    named = dict.fromkeys(genome.keys, 0.0)
+    if row.layerwise is not None:
+        named.update(search_genome.coefficients(row.layerwise))
+    for key in genome.keys:
+        if key[1] in row.weights:
+            named[key] = row.weights[key[1]] / (lam if row.raw else 1.0)
+    dens = {d: (1.0 if row.raw else density) for d in search_names}
+    return genome.vector(named, dens)
+
+
+def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> list[dict]:
+    """Evaluate every row (resuming), and return their results in row order."""
+    from hyper_es import models
+
+    run_dir = Path(run_dir)
+    out = run_dir / EVAL_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    m, e = recipe.merge, recipe.eval
+    backend = backend or e.backend
+    ds, search_names, snapshots = eval_set(run_dir)
+    rows = plan_rows(run_dir, search_names, snapshots)
+    todo = [r for r in rows if not (out / f"{r.name}.json").is_file()]
+    if todo:
+        genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
+                            per_direction_density=True)
+        search_genome = genome_for(DirectionSet.from_run(run_dir), layer_group_size=m.layer_group_size,
+                                   module_groups=m.module_groups)
+        settings = MergeSettings.from_config(m)
+        tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
+        if backend == "vllm":
+            from transformers import AutoTokenizer
+
+            from hyper_es.search.vllm_inplace import VLLMInPlace
+
+            tok = AutoTokenizer.from_pretrained(ds.base_path)
+            dtype = "bfloat16" if e.dtype == "auto" else e.dtype
+            engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", dtype=dtype,
+                                 max_model_len=recipe.model.max_model_len, seed=e.seed)
+            engine.show_progress = True
+        else:
+            from hyper_es.merging import MergePlan
+            from hyper_es.search.hf_inplace import HFInPlace
+
+            model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype if e.dtype == "auto" else e.dtype)
+            engine = HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=e.batch_size)
+        try:
+            for row in todo:
+                engine.set_genome(row_vector(row, genome, search_genome, search_names, m.density, m.lam))
+                results = {}
+                for task in tasks:
+                    greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
+                    results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems,
+                                          "tokens": greedy.tokens}
+                    if row.pass_k:
+                        n = e.n or max(e.k)
+                        sampled = evaluate_task(engine, tok, task, ks=tuple(e.k), limit=e.limit, sampling=Sampling(
+                            n=n, temperature=e.temperature, top_p=e.top_p, max_tokens=task.cfg.max_tokens,
+                            seed=e.seed, stop=tuple(task.cfg.stop)))
+                        counts = [(len(r["scores"]), sum(x >= 1.0 for x in r["scores"])) for r in sampled.records]
+                        results[task.name].update({f"pass@{k}": v for k, v in sampled.pass_at.items()},
+                                                  n=n, temperature=e.temperature, tokens=greedy.tokens + sampled.tokens,
+                                                  pass_curve=[mean_pass_at_k(counts, k) for k in range(1, n + 1)])
+                logger.info("eval %s: %s", row.name, json.dumps(results))
+                write_json_atomic(out / f"{row.name}.json", {"name": row.name, "kind": row.kind,
+                                                             "steps": row.steps, "results": results})
+        finally:
+            engine.close()
+    return [json.loads((out / f"{r.name}.json").read_text()) for r in rows]

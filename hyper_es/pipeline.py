@@ -1,0 +1,57 @@
+"""`hyper-es run`: collect (K directions + the GRPO-LoRA baseline) → search → final evaluation → report.
+
+Every stage resumes from what is on disk: finished jobs are skipped, the search continues from its checkpoint
+(and is not re-run once `search/result.json` exists), finished evaluation rows are skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hyper_es.recipe import Recipe, recipe_from_dict
+
+logger = logging.getLogger(__name__)
+
+
+def quick(recipe: Recipe) -> Recipe:
+    """The recipe scaled down for a first look (minutes on a CPU): 2 directions of 3 steps (the baseline keeps its
+    rule, steps / 0.9), a 2-generation search, 20 test problems per task and Pass@k up to k = 4."""
+    data = recipe.model_dump(mode="json")
+    g, s, e = data["gradient"], data["search"], data["eval"]
+    g.update(directions=min(g["directions"], 2), steps=min(g["steps"], 3), jobs=g["jobs"][:2], baseline_steps=None)
+    g["baseline_snapshot_every"] = 4 if g["baseline_snapshot_every"] else 0
+    s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 8), val_size=min(s["val_size"], 16),
+             rescore_top=1, max_evals=None, wall_clock_s=None)
+    e.update(limit=min(e["limit"] or 20, 20), k=[k for k in e["k"] if k <= 4] or [1], n=None)
+    if max(e["k"]) < 4 and max(recipe.eval.k) >= 4:
+        e["k"].append(4)
+    data["name"] = f"{data['name']}-quick"
+    return recipe_from_dict(data, recipe._path or "<recipe>")
+
+
+def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
+    """The whole pipeline; returns the report (also written to RUN/report.json and RUN/report.md)."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.directions.collect import collect
+    from hyper_es.directions.manifest import write_json_atomic
+    from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.report import run_report, write_report
+    from hyper_es.search.run import search
+
+    run_dir = Path(run_dir)
+    logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
+    collect(recipe, run_dir, baseline=True)
+    if not (run_dir / "geometry.json").is_file():
+        write_json_atomic(run_dir / "geometry.json", DirectionSet.from_run(run_dir).geometry())
+    if (run_dir / "search" / "result.json").is_file():
+        logger.info("stage 2/4: search already finished (search/result.json)")
+    else:
+        logger.info("stage 2/4: CMA-ES search")
+        search(recipe, run_dir, backend=backend)
+    logger.info("stage 3/4: final evaluation on the held-out test sets")
+    rows = evaluate_run(recipe, run_dir, backend=backend)
+    logger.info("stage 4/4: report")
+    report = run_report(recipe, run_dir, rows)
+    write_report(run_dir, report)
+    return report

@@ -1,0 +1,109 @@
+"""`hyper-es run` end to end on the tiny model (HF backend): report rows, costs, raw rows exact, resume, --quick."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import hyper_es as hx
+from hyper_es.evaluate.final import eval_set, plan_rows, row_vector
+from hyper_es.merging import MergePlan, MergeSettings, genome_for
+from hyper_es.pipeline import quick, run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["gradient"].update(steps=3, baseline_snapshot_every=2)  # baseline: ceil(9 / 0.9) = 10 steps
+    data["merge"].update(density=0.6, lam=0.8, layer_group_size=2)
+    data["eval"].update(k=[1, 2], n=2)
+    folder = tmp_path_factory.mktemp("pipeline")
+    recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+    report = run(recipe, folder / "run", backend="hf")
+    return recipe, folder / "run", report
+
+
+def test_report_rows_costs_and_files(tiny_run):
+    recipe, run_dir, report = tiny_run
+    names = [r["name"] for r in report["rows"]]
+    assert names == ["base", "dir-0", "dir-1", "dir-2", "uniform", "baseline@2", "baseline@4", "baseline@6",
+                     "baseline@8", "baseline", "hyper-es"]
+    rows = {r["name"]: r for r in report["rows"]}
+    assert rows["hyper-es"]["optimizer_steps"] == 9 and rows["baseline"]["optimizer_steps"] == 10
+    assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1
+    assert rows["hyper-es"]["search_tokens"] == report["search"]["tokens"] > 0
+    assert rows["hyper-es"]["wall_s"] > rows["uniform"]["wall_s"] > 0
+    for name in ("base", "baseline", "hyper-es"):  # the compared rows carry Pass@k and the full curve
+        res = rows[name]["results"]["chain_sum"]
+        assert {"greedy", "pass@1", "pass@2"} <= set(res) and len(res["pass_curve"]) == 2
+        assert all(0 <= v <= 1 for v in res["pass_curve"])
+    assert "pass@2" not in rows["dir-0"]["results"]["chain_sum"]
+    assert json.loads((run_dir / "report.json").read_text()) == report
+    md = (run_dir / "report.md").read_text()
+    assert "| hyper-es | 9 |" in md and "chain_sum pass@2" in md
+    assert (run_dir / "geometry.json").is_file() and (run_dir / "search" / "best.json").is_file()
+
+
+def test_raw_rows_are_base_plus_delta_exactly(tiny_run):
+    """A direction alone and the baseline are merged as trained (density 1, coefficient 1/λ), even though the
+    recipe's merge uses DARE at 0.6 and λ = 0.8."""
+    recipe, run_dir, _ = tiny_run
+    ds, search_names, snaps = eval_set(run_dir)
+    genome = genome_for(ds, layer_group_size=2, per_direction_density=True)
+    search_genome = genome_for(hx.DirectionSet.from_run(run_dir), layer_group_size=2)
+    plan = MergePlan(ds, genome, MergeSettings.from_config(recipe.merge))
+    rows = {r.name: r for r in plan_rows(run_dir, search_names, snaps)}
+    for name in ("dir-1", "baseline", "baseline@4"):
+        x = row_vector(rows[name], genome, search_genome, search_names, 0.6, 0.8)
+        k = ds.names.index(name)
+        for t, delta in plan.deltas(x):
+            torch.testing.assert_close(delta, ds.delta(k, t), rtol=0, atol=1e-6)
+    # Hyper-ES over the eval set equals the search's own merge of its genome
+    x_he = row_vector(rows["hyper-es"], genome, search_genome, search_names, 0.6, 0.8)
+    search_plan = MergePlan(hx.DirectionSet.from_run(run_dir), search_genome, MergeSettings.from_config(recipe.merge))
+    want = dict(search_plan.deltas(rows["hyper-es"].layerwise))
+    for t, delta in plan.deltas(x_he):
+        torch.testing.assert_close(delta, want[t], rtol=0, atol=1e-6)
+
+
+def test_rerun_resumes_without_recomputing(tiny_run, caplog):
+    recipe, run_dir, report = tiny_run
+    stamps = {p: p.stat().st_mtime_ns for p in [*run_dir.glob("eval/*.json"), run_dir / "search/result.json"]}
+    with caplog.at_level("INFO"):
+        again = run(recipe, run_dir, backend="hf")
+    assert again == report
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+    assert any("search already finished" in r.message for r in caplog.records)
+
+
+def test_quick_scales_the_recipe_down():
+    recipe = hx.load_recipe(ROOT / "recipes/smollm2-135m.yaml")
+    q = quick(recipe)
+    assert q.gradient.directions == 2 and q.gradient.steps == 3 and q.gradient.baseline_snapshot_every == 4
+    assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 20 and q.eval.k == [1, 4]
+    assert q.name == "smollm2-135m-quick" and q.base_dir == recipe.base_dir
+    from hyper_es.directions.jobs import plan_baseline, plan_directions
+
+    total = sum(j.steps for j in plan_directions(q))
+    assert plan_baseline(q).steps == math.ceil(total / 0.9) and plan_baseline(q).steps / total >= 1.1
+
+
+@pytest.mark.parametrize("name", ["compare_grpo_lora", "custom_directions"])
+def test_notebook_executes_on_the_tiny_run(tiny_run, name, monkeypatch):
+    nbclient = pytest.importorskip("nbclient")
+    import nbformat
+
+    _, run_dir, _ = tiny_run
+    monkeypatch.setenv("HYPER_ES_RUNS", str(run_dir))
+    monkeypatch.setenv("HYPER_ES_ADAPTERS", str(run_dir / "directions"))
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    if name == "compare_grpo_lora":  # five figures: steps, Pass@k, search, coefficients, geometry
+        assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5
