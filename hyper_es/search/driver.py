@@ -114,13 +114,13 @@ class CMASearch:
                 state.best_fitness, state.best_x = scores[best], np.asarray(xs[best]).tolist()
             state.generation += 1
             state.evals += len(xs)
-            state.seconds += time.perf_counter() - t0
             record = {"generation": state.generation, "evals": state.evals, "best": max(scores),
                       "mean": float(np.mean(scores)), "median": float(np.median(scores)),
                       "sigma": float(state.es.sigma), "best_x": np.asarray(xs[best]).tolist(),
                       "seconds": time.perf_counter() - t0}
             if on_generation:
                 on_generation(record, [np.asarray(x) for x in xs], scores)
+            state.seconds += time.perf_counter() - t0  # the generation's wall time, validation re-scoring included
             state.history.append(record)
             self._save(state)
         return state
