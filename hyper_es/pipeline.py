@@ -48,7 +48,7 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
         logger.info("stage 2/4: search already finished (search/result.json)")
     else:
         logger.info("stage 2/4: CMA-ES search")
-        search(recipe, run_dir, backend=backend)
+        search(recipe, run_dir, backend=backend, score_test=False)  # stage 3 evaluates every row on test
     logger.info("stage 3/4: final evaluation on the held-out test sets")
     rows = evaluate_run(recipe, run_dir, backend=backend)
     logger.info("stage 4/4: report")

@@ -146,6 +146,8 @@ def report_table(report: dict, console: Console | None = None) -> Table:
     table = Table(title=f"{report['recipe']}: held-out test sets")
     for c in ("model", "steps", "train tok", "search tok", "wall s", *[f"{t} {k}" for t, k in cols]):
         table.add_column(c, justify="left" if c == "model" else "right")
+    if console is None and not Console().is_terminal:
+        console = Console(width=60 + 16 * len(cols))  # logs and CI: wide enough that nothing is cut
     for r in report["rows"]:
         table.add_row(r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
                       _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get(k)) for t, k in cols])

@@ -79,8 +79,10 @@ def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(rows, min(n, len(rows)))
 
 
-def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
-    """Run (or resume) the search in RUN/search/; returns the result written to RUN/search/result.json."""
+def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:
+    """Run (or resume) the search in RUN/search/; returns the result written to RUN/search/result.json.
+
+    `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
     from hyper_es import models
 
     run_dir = Path(run_dir)
@@ -95,7 +97,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
     train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
     val = {t.name: t.rows("val")[: s.val_size] for t in tasks}
-    test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None}
+    test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
     fit_pool = train or val  # tasks without a train split are searched on validation rows
 
     if backend == "vllm":
