@@ -62,9 +62,8 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
     from transformers import AutoTokenizer
 
     import hyper_es as hx
-    from hyper_es import models
-    from hyper_es.merging import MergePlan, MergeSettings, genome_for
-    from hyper_es.search.run import Scorer, _draw
+    from hyper_es.merging import MergeSettings, genome_for
+    from hyper_es.search.run import Scorer, _draw, inplace_engine
     from hyper_es.tasks import Task
 
     recipe = hx.load_recipe(recipe_path)
@@ -79,21 +78,12 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
     xs = [np.clip(genome.uniform(1.0 / len(ds)) + rng.normal(0, s.sigma0, genome.size), lo, hi) for _ in range(n)]
     engine_kw = dict(dtype="bfloat16", max_model_len=recipe.model.max_model_len, seed=s.seed)
     t0 = time.perf_counter()
-    if kind == "inplace":
-        from hyper_es.search.vllm_inplace import VLLMInPlace
-
-        tok = AutoTokenizer.from_pretrained(ds.base_path)
-        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, Path(workdir) / "engine", fused=s.compile_merge,
-                             **engine_kw)
-    elif kind == "disk":
+    if kind == "disk":
         tok = AutoTokenizer.from_pretrained(ds.base_path)
         engine = DiskEngine(ds, genome, settings, Path(workdir), tok, **engine_kw)
     else:
-        from hyper_es.search.hf_inplace import HFInPlace
-
-        model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype)
-        engine = HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=s.compile_merge),
-                           batch_size=recipe.eval.batch_size)
+        engine, tok = inplace_engine(recipe, "vllm" if kind == "inplace" else "hf", ds, genome, settings,
+                                     Path(workdir) / "engine", seed=s.seed, fused=s.compile_merge)
     startup = time.perf_counter() - t0
     scorer = Scorer(engine, tok, tasks)
     scorer.score(genome.uniform(0.0), {t: r[:2] for t, r in rows.items()})  # warm-up (prompt ids, first call)

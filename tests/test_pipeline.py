@@ -52,7 +52,8 @@ def test_raw_rows_are_base_plus_delta_exactly(tiny_run):
     """A direction alone and the baseline are merged as trained (density 1, coefficient 1/λ), even though the
     recipe's merge uses DARE at 0.6 and λ = 0.8."""
     recipe, run_dir, _ = tiny_run
-    ds, search_names, snaps = eval_set(run_dir)
+    ds, search_ds, snaps = eval_set(run_dir)
+    search_names = search_ds.names
     genome = genome_for(ds, layer_group_size=2, per_direction_density=True)
     search_genome = genome_for(hx.DirectionSet.from_run(run_dir), layer_group_size=2)
     plan = MergePlan(ds, genome, MergeSettings.from_config(recipe.merge))

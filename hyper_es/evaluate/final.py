@@ -22,7 +22,6 @@ from hyper_es.directions import DirectionSet
 from hyper_es.directions.collect import SNAPSHOTS
 from hyper_es.directions.manifest import write_json_atomic
 from hyper_es.evaluate.base import Sampling
-from hyper_es.evaluate.passk import mean_pass_at_k
 from hyper_es.evaluate.runner import evaluate_task
 from hyper_es.merging import Genome, MergeSettings, genome_for
 from hyper_es.recipe import Recipe
@@ -43,8 +42,8 @@ class Row:
     steps: int | None = None  # optimizer steps spent to make this model
 
 
-def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
-    """Search directions, then the baseline and its snapshots; returns (set, search names, {step: snapshot})."""
+def eval_set(run_dir: Path) -> tuple[DirectionSet, DirectionSet, dict[int, Path]]:
+    """Search directions, then the baseline and its snapshots; returns (that set, the search's set, {step: snapshot})."""
     search = DirectionSet.from_run(run_dir)
     folders = [Path(d.origin) for d in search.directions]
     names = list(search.names)
@@ -57,7 +56,7 @@ def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
             snapshots[int(snap.name[5:])] = snap
             folders.append(snap)
             names.append(f"baseline@{snap.name[5:]}")
-    return DirectionSet.from_adapters(search.base, folders, names), search.names, snapshots
+    return DirectionSet.from_adapters(search.base, folders, names), search, snapshots
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
@@ -93,39 +92,25 @@ def row_vector(row: Row, genome: Genome, search_genome: Genome, search_names: li
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> list[dict]:
     """Evaluate every row (resuming), and return their results in row order."""
-    from hyper_es import models
+    from hyper_es.search.run import inplace_engine
 
     run_dir = Path(run_dir)
     out = run_dir / EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)
     m, e = recipe.merge, recipe.eval
     backend = backend or e.backend
-    ds, search_names, snapshots = eval_set(run_dir)
+    ds, search_ds, snapshots = eval_set(run_dir)
+    search_names = search_ds.names
     rows = plan_rows(run_dir, search_names, snapshots)
     todo = [r for r in rows if not (out / f"{r.name}.json").is_file()]
     if todo:
         genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
                             per_direction_density=True)
-        search_genome = genome_for(DirectionSet.from_run(run_dir), layer_group_size=m.layer_group_size,
-                                   module_groups=m.module_groups)
+        search_genome = genome_for(search_ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups)
         settings = MergeSettings.from_config(m)
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
-        if backend == "vllm":
-            from transformers import AutoTokenizer
-
-            from hyper_es.search.vllm_inplace import VLLMInPlace
-
-            tok = AutoTokenizer.from_pretrained(ds.base_path)
-            dtype = "bfloat16" if e.dtype == "auto" else e.dtype
-            engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", dtype=dtype,
-                                 max_model_len=recipe.model.max_model_len, seed=e.seed)
-            engine.show_progress = True
-        else:
-            from hyper_es.merging import MergePlan
-            from hyper_es.search.hf_inplace import HFInPlace
-
-            model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype if e.dtype == "auto" else e.dtype)
-            engine = HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=e.batch_size)
+        engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
+        engine.show_progress = True
         try:
             for row in todo:
                 engine.set_genome(row_vector(row, genome, search_genome, search_names, m.density, m.lam))
@@ -134,15 +119,15 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                     greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
                     results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems,
                                           "tokens": greedy.tokens}
-                    if row.pass_k:
+                    if row.pass_k:  # every k = 1…n, for the curve; the recipe's k are reported by name
                         n = e.n or max(e.k)
-                        sampled = evaluate_task(engine, tok, task, ks=tuple(e.k), limit=e.limit, sampling=Sampling(
-                            n=n, temperature=e.temperature, top_p=e.top_p, max_tokens=task.cfg.max_tokens,
-                            seed=e.seed, stop=tuple(task.cfg.stop)))
-                        counts = [(len(r["scores"]), sum(x >= 1.0 for x in r["scores"])) for r in sampled.records]
-                        results[task.name].update({f"pass@{k}": v for k, v in sampled.pass_at.items()},
+                        sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=e.limit,
+                                                sampling=Sampling(n=n, temperature=e.temperature, top_p=e.top_p,
+                                                                  max_tokens=task.cfg.max_tokens, seed=e.seed,
+                                                                  stop=tuple(task.cfg.stop)))
+                        results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
                                                   n=n, temperature=e.temperature, tokens=greedy.tokens + sampled.tokens,
-                                                  pass_curve=[mean_pass_at_k(counts, k) for k in range(1, n + 1)])
+                                                  pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
                 logger.info("eval %s: %s", row.name, json.dumps(results))
                 write_json_atomic(out / f"{row.name}.json", {"name": row.name, "kind": row.kind,
                                                              "steps": row.steps, "results": results})

@@ -79,12 +79,33 @@ def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(rows, min(n, len(rows)))
 
 
+def inplace_engine(recipe: Recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int,
+                   fused: bool = False):
+    """(engine, tokenizer): a resident model re-merged in place per genome, vLLM (worker extension) or HF."""
+    e, s = recipe.eval, recipe.search
+    if backend == "vllm":
+        from transformers import AutoTokenizer
+
+        from hyper_es.search.vllm_inplace import VLLMInPlace
+
+        tok = AutoTokenizer.from_pretrained(ds.base_path)
+        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, workdir,
+                             dtype="bfloat16" if e.dtype == "auto" else e.dtype,
+                             max_model_len=recipe.model.max_model_len, seed=seed, fused=fused,
+                             merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
+        return engine, tok
+    from hyper_es import models
+    from hyper_es.merging import MergePlan
+    from hyper_es.search.hf_inplace import HFInPlace
+
+    model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype if e.dtype == "auto" else e.dtype)
+    return HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=fused), batch_size=e.batch_size), tok
+
+
 def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:
     """Run (or resume) the search in RUN/search/; returns the result written to RUN/search/result.json.
 
     `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
-    from hyper_es import models
-
     run_dir = Path(run_dir)
     out = run_dir / "search"
     s, m = recipe.search, recipe.merge
@@ -100,23 +121,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
     fit_pool = train or val  # tasks without a train split are searched on validation rows
 
-    if backend == "vllm":
-        from transformers import AutoTokenizer
-
-        from hyper_es.search.vllm_inplace import VLLMInPlace
-
-        tok = AutoTokenizer.from_pretrained(ds.base_path)
-        dtype = "bfloat16" if recipe.eval.dtype == "auto" else recipe.eval.dtype
-        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, out / "engine", dtype=dtype,
-                             max_model_len=recipe.model.max_model_len, seed=s.seed, fused=s.compile_merge,
-                             merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
-    else:
-        from hyper_es.search.hf_inplace import HFInPlace
-        from hyper_es.merging import MergePlan
-
-        model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype)
-        plan = MergePlan(ds, genome, settings, fused=s.compile_merge)
-        engine = HFInPlace(model, tok, plan, batch_size=recipe.eval.batch_size)
+    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
+                                 fused=s.compile_merge)
     scorer = Scorer(engine, tok, tasks)
 
     last: list[Score] = []  # the current generation's scores, for the log
