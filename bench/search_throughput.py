@@ -34,7 +34,7 @@ class DiskEngine:
     def set_genome(self, x) -> None:
         import shutil
 
-        from hyper_es.evaluate.vllm import VLLMGenerator
+        from hyper_es.engine.vllm import VLLMGenerator
         from hyper_es.export import export_hf
 
         self.close()
@@ -63,7 +63,8 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
 
     import hyper_es as hx
     from hyper_es.merging import MergeSettings, genome_for
-    from hyper_es.search.run import Scorer, _draw, inplace_engine
+    from hyper_es.engine import inplace_engine
+    from hyper_es.search.run import Scorer, _draw
     from hyper_es.tasks import Task
 
     recipe = hx.load_recipe(recipe_path)

@@ -189,13 +189,14 @@ def eval_cmd(
     max_tokens: Annotated[Optional[int], typer.Option(help="default: the task's max_tokens")] = None,
     split: str = "test",
     limit: Annotated[Optional[int], typer.Option(help="first N problems only")] = None,
-    dtype: Annotated[str, typer.Option(help="auto (vLLM bf16, HF fp32) | float32 | bfloat16 | float16")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto (the recipe's model.dtype; without --recipe: vLLM bf16, HF fp32) | float32 | bfloat16 | float16")] = "auto",
     seed: int = 0,
     threads: Annotated[Optional[int], typer.Option(help="torch threads in this process (default: 1 with vllm)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="write the results JSON here")] = None,
 ) -> None:
     """Evaluate a model on tasks: Pass@1 (greedy by default) and Pass@k with sampling."""
-    from hyper_es.evaluate import Sampling, evaluate_task, make_generator
+    from hyper_es.engine import Sampling, make_generator
+    from hyper_es.evaluate import evaluate_task
     from hyper_es.recipe import load_recipe
     from hyper_es.report import results_table
     from hyper_es.tasks import get_task
@@ -224,7 +225,7 @@ def eval_cmd(
     kw = dict(dtype=dtype, seed=seed)
     if rec:
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
-                  max_model_len=rec.model.max_model_len)
+                  max_model_len=rec.model.max_model_len, model_dtype=rec.model.dtype)
     try:
         if adapter:
             from hyper_es.models import with_adapter

@@ -5,8 +5,8 @@ import sys
 import pytest
 
 from hyper_es.evaluate import Sampling, evaluate_task
-from hyper_es.evaluate.base import truncate_at_stop
-from hyper_es.evaluate.hf import HFGenerator
+from hyper_es.engine.base import truncate_at_stop
+from hyper_es.engine.hf import HFGenerator
 from hyper_es.tasks import get_task
 
 

@@ -5,9 +5,9 @@ import torch
 
 import hyper_es as hx
 from hyper_es.evaluate import Sampling
-from hyper_es.evaluate.hf import HFGenerator
+from hyper_es.engine.hf import HFGenerator
 from hyper_es.merging import MergePlan, MergeSettings, genome_for
-from hyper_es.search.hf_inplace import HFInPlace
+from hyper_es.engine.hf_inplace import HFInPlace
 from hyper_es.tasks import get_task
 
 

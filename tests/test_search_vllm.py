@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import hyper_es as hx
-from hyper_es.evaluate import Sampling, make_generator
+from hyper_es.engine import Sampling, make_generator
 from hyper_es.export import export_hf
 from hyper_es.merging import MergeSettings, genome_for
 from hyper_es.tasks import get_task
@@ -19,7 +19,7 @@ pytest.importorskip("vllm")
 def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
     from safetensors.torch import load_file
 
-    from hyper_es.search.vllm_inplace import VLLMInPlace
+    from hyper_es.engine.vllm_inplace import VLLMInPlace
 
     base = load_file(str(tiny_path / "model.safetensors"))
     gen = torch.Generator().manual_seed(0)
@@ -126,9 +126,9 @@ def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
 
     from hyper_es import models
     from hyper_es.merging import MergePlan
-    from hyper_es.search.hf_inplace import HFInPlace
+    from hyper_es.engine.hf_inplace import HFInPlace
     from hyper_es.search.run import Scorer
-    from hyper_es.search.vllm_inplace import VLLMInPlace
+    from hyper_es.engine.vllm_inplace import VLLMInPlace
     from safetensors.torch import load_file
 
     from hyper_es.recipe import TaskConfig

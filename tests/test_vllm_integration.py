@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from hyper_es.evaluate import Sampling, evaluate_task, make_generator
+from hyper_es.engine import Sampling, make_generator
+from hyper_es.evaluate import evaluate_task
 from hyper_es.tasks import get_task
 
 pytestmark = pytest.mark.integration
@@ -33,7 +34,7 @@ def _prompts(tok, n=16):
 
 
 def test_tiny_greedy_tokens_equal_hf(tiny, tiny_vllm):
-    from hyper_es.evaluate.hf import HFGenerator
+    from hyper_es.engine.hf import HFGenerator
 
     gen, tok = tiny_vllm
     prompts = _prompts(tok)
@@ -70,7 +71,7 @@ def test_cli_eval_vllm_on_tiny(tmp_path):
 @pytest.fixture(scope="module")
 def smollm2_hf():
     from hyper_es import models
-    from hyper_es.evaluate.hf import HFGenerator
+    from hyper_es.engine.hf import HFGenerator
 
     model, tok = models.load("smollm2-135m-instruct")
     return HFGenerator(model, tok, batch_size=20), tok

@@ -21,7 +21,7 @@ import numpy as np
 from hyper_es.directions import DirectionSet
 from hyper_es.directions.collect import SNAPSHOTS
 from hyper_es.directions.manifest import write_json_atomic
-from hyper_es.evaluate.base import Sampling
+from hyper_es.engine.base import Sampling
 from hyper_es.evaluate.runner import evaluate_task
 from hyper_es.merging import Genome, MergeSettings, genome_for
 from hyper_es.recipe import Recipe
@@ -92,8 +92,6 @@ def row_vector(row: Row, genome: Genome, search_genome: Genome, search_names: li
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> list[dict]:
     """Evaluate every row (resuming), and return their results in row order."""
-    from hyper_es.search.run import inplace_engine
-
     run_dir = Path(run_dir)
     out = run_dir / EVAL_DIR
     out.mkdir(parents=True, exist_ok=True)

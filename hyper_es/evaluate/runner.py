@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from hyper_es.evaluate.base import Generator, Sampling, truncate_at_stop
+from hyper_es.engine.base import Generator, Sampling, truncate_at_stop
 from hyper_es.evaluate.passk import mean_pass_at_k
 from hyper_es.tasks import Task
 

@@ -1,4 +1,4 @@
-"""Search: CMA-ES (pycma) over the genome. The LLM fitness (in-place re-merge in a resident engine) builds on it."""
+"""Search: CMA-ES (pycma) over the genome; the LLM fitness scores genomes with an in-place engine (hyper_es.engine)."""
 
 from hyper_es.search.driver import Budget, CMASearch, SearchState
 

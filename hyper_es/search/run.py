@@ -18,7 +18,7 @@ import numpy as np
 
 from hyper_es.directions import DirectionSet
 from hyper_es.directions.manifest import write_json_atomic
-from hyper_es.evaluate import Sampling
+from hyper_es.engine import Sampling, inplace_engine
 from hyper_es.evaluate.runner import score_completions
 from hyper_es.merging import MergeSettings, genome_for
 from hyper_es.recipe import Recipe
@@ -77,29 +77,6 @@ class Scorer:
 
 def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(rows, min(n, len(rows)))
-
-
-def inplace_engine(recipe: Recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int,
-                   fused: bool = False):
-    """(engine, tokenizer): a resident model re-merged in place per genome, vLLM (worker extension) or HF."""
-    e, s = recipe.eval, recipe.search
-    if backend == "vllm":
-        from transformers import AutoTokenizer
-
-        from hyper_es.search.vllm_inplace import VLLMInPlace
-
-        tok = AutoTokenizer.from_pretrained(ds.base_path)
-        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, workdir,
-                             dtype="bfloat16" if e.dtype == "auto" else e.dtype,
-                             max_model_len=recipe.model.max_model_len, seed=seed, fused=fused,
-                             merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
-        return engine, tok
-    from hyper_es import models
-    from hyper_es.merging import MergePlan
-    from hyper_es.search.hf_inplace import HFInPlace
-
-    model, tok = models.load(str(ds.base_path), dtype=recipe.model.dtype if e.dtype == "auto" else e.dtype)
-    return HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=fused), batch_size=e.batch_size), tok
 
 
 def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from hyper_es.evaluate.hf import HFGenerator
+from hyper_es.engine.hf import HFGenerator
 from hyper_es.merging import MergePlan
 
 
 class HFInPlace(HFGenerator):
-    def __init__(self, model, tokenizer, plan: MergePlan, *, batch_size: int = 32):
-        super().__init__(model, tokenizer, batch_size=batch_size)
+    def __init__(self, model, tokenizer, plan: MergePlan, *, batch_size: int = 32, max_model_len: int | None = None):
+        super().__init__(model, tokenizer, batch_size=batch_size, max_model_len=max_model_len)
         self.plan = plan
         self.params = model.state_dict(keep_vars=True)
         missing = [t for t in plan.tensors if t not in self.params]

@@ -6,7 +6,7 @@ import logging
 import os
 from pathlib import Path
 
-from hyper_es.evaluate.base import Sampling, cut_at_eos, eos_ids
+from hyper_es.engine.base import Sampling, cut_at_eos, eos_ids
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class VLLMGenerator:
         self.on_cpu = not torch.cuda.is_available()
         if self.on_cpu:
             cpu_env_defaults()
+        self.max_model_len = max_model_len
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         self.llm = vllm.LLM(
             model=str(model), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=enforce_eager,

@@ -6,10 +6,10 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from hyper_es.evaluate.vllm import VLLMGenerator
+from hyper_es.engine.vllm import VLLMGenerator
 from hyper_es.merging import Genome, MergeSettings
 
-WORKER = "hyper_es.search.vllm_worker.HyperESWorker"
+WORKER = "hyper_es.engine.vllm_worker.HyperESWorker"
 
 
 class VLLMInPlace(VLLMGenerator):

@@ -55,7 +55,7 @@ class HyperESWorker:
                                  prepare=spec.get("prepare", True), fused=spec.get("fused", False))
         arch = type(model).__name__
         if arch not in FUSIONS:
-            raise HyperESError(f"no fusion table for {arch}; add a row to FUSIONS in hyper_es/search/vllm_worker.py")
+            raise HyperESError(f"no fusion table for {arch}; add a row to FUSIONS in hyper_es/engine/vllm_worker.py")
         fusion = FUSIONS[arch]
         self.hx_modules = dict(model.named_modules())
         self.hx_params = dict(model.named_parameters())

@@ -7,7 +7,7 @@ import logging
 import torch
 from transformers import GenerationConfig
 
-from hyper_es.evaluate.base import Sampling, cut_at_eos, eos_ids
+from hyper_es.engine.base import Sampling, cut_at_eos, eos_ids
 from hyper_es.progress import progress
 
 logger = logging.getLogger(__name__)
@@ -16,8 +16,9 @@ logger = logging.getLogger(__name__)
 class HFGenerator:
     backend = "hf"
 
-    def __init__(self, model, tokenizer, *, batch_size: int = 32):
+    def __init__(self, model, tokenizer, *, batch_size: int = 32, max_model_len: int | None = None):
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.max_model_len = max_model_len or getattr(model.config, "max_position_embeddings", None)
         self.eos_ids = eos_ids(model.generation_config, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_ids[0]
 
