@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -18,8 +19,29 @@ logger = logging.getLogger("hyper_es")
 
 
 def _fail(msg: str) -> None:
-    typer.echo("\n".join(f"error: {line}" for line in msg.splitlines()), err=True)
+    typer.echo("\n".join(f"error: {line}" for line in msg.splitlines() or ["(no message)"]), err=True)
     raise typer.Exit(2)
+
+
+def command(*args, **kwargs):
+    """`app.command` inside the one error boundary: a HyperESError (bad recipe, model, data, run folder, engine
+    refusal) prints one line per problem and exits 2; anything else is a bug and keeps its traceback."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def guarded(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            except HyperESError as exc:
+                _fail(str(exc))
+
+        return app.command(*args, **kwargs)(guarded)
+
+    return deco
+
+
+def _backend(backend: str | None, *, required: bool = False) -> None:
+    if (backend is not None or required) and backend not in ("vllm", "hf"):
+        _fail(f"--backend: expected vllm or hf, got '{backend}'")
 
 
 def _ints(text: str, opt: str) -> tuple[int, ...]:
@@ -48,18 +70,33 @@ def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
-@app.command()
-def check(recipe: Path) -> None:
-    """Validate a recipe and print it resolved (all defaults filled in)."""
+@command()
+def check(
+    recipe: Path,
+    resolve: Annotated[bool, typer.Option(help="also find the model and load the data (--no-resolve: schema and "
+                                          "jobs only, e.g. a GPU recipe on a machine without its model)")] = True,
+) -> None:
+    """Validate a recipe (schema, model, tasks' data, gradient jobs) and print it resolved (defaults filled in)."""
+    from hyper_es import models
+    from hyper_es.directions.jobs import plan_baseline, plan_directions
     from hyper_es.recipe import load_recipe
+    from hyper_es.tasks import Task
 
-    try:
-        typer.echo(load_recipe(recipe).to_yaml())
-    except HyperESError as exc:
-        _fail(str(exc))
+    rec = load_recipe(recipe)
+    plan_directions(rec), plan_baseline(rec)
+    if not resolve:
+        typer.echo(rec.to_yaml())
+        return
+    models.resolve(rec.model.name, revision=rec.model.revision)
+    for cfg in rec.tasks:
+        task = Task(cfg, rec.base_dir)
+        for split in ("train", "val", "test"):
+            if getattr(cfg, split) is not None:
+                task.rows(split)
+    typer.echo(rec.to_yaml())
 
 
-@app.command()
+@command()
 def collect(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory (re-running on it resumes)")],
@@ -70,13 +107,9 @@ def collect(
     from hyper_es.directions.collect import collect as run_collect
     from hyper_es.recipe import load_recipe
 
-    try:
-        rec = load_recipe(recipe)
-        folders = run_collect(rec, out, baseline=baseline or baseline_only, directions=not baseline_only)
-    except HyperESError as exc:
-        _fail(str(exc))
+    folders = run_collect(load_recipe(recipe), out, baseline=baseline or baseline_only, directions=not baseline_only)
     from hyper_es.directions import DirectionSet
-    from hyper_es.directions.manifest import write_json_atomic
+    from hyper_es.io import write_json_atomic
     from hyper_es.report import directions_table, geometry_table
 
     directions_table(folders)
@@ -86,7 +119,7 @@ def collect(
         geometry_table(geom)
 
 
-@app.command("run")
+@command("run")
 def run_cmd(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory (re-running on it resumes every stage)")],
@@ -99,18 +132,14 @@ def run_cmd(
     from hyper_es.recipe import load_recipe
     from hyper_es.report import report_table
 
-    if backend not in (None, "vllm", "hf"):
-        _fail(f"--backend: expected vllm or hf, got '{backend}'")
-    try:
-        rec = load_recipe(recipe)
-        report = run(quick_recipe(rec) if quick else rec, out, backend=backend)
-    except HyperESError as exc:
-        _fail(str(exc))
+    _backend(backend)
+    rec = load_recipe(recipe)
+    report = run(quick_recipe(rec) if quick else rec, out, backend=backend)
     report_table(report)
     typer.echo(f"report: {out / 'report.md'}")
 
 
-@app.command("search")
+@command("search")
 def search_cmd(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory with finished directions (re-running resumes)")],
@@ -120,18 +149,14 @@ def search_cmd(
     from hyper_es.recipe import load_recipe
     from hyper_es.search.run import search
 
-    if backend not in (None, "vllm", "hf"):
-        _fail(f"--backend: expected vllm or hf, got '{backend}'")
-    try:
-        result = search(load_recipe(recipe), out, backend=backend)
-    except HyperESError as exc:
-        _fail(str(exc))
+    _backend(backend)
+    result = search(load_recipe(recipe), out, backend=backend)
     for name, row in result["rows"].items():
         test = "" if row["test"] is None else f"  test {row['test']:.3f}"
         typer.echo(f"{name:<10} val {row['val']:.3f}{test}")
 
 
-@app.command()
+@command()
 def export(
     run: Path,
     format: Annotated[str, typer.Option("--format", help="hf | mergekit | peft")],
@@ -143,39 +168,39 @@ def export(
     """Export a merge of RUN's directions: an HF folder, a mergekit YAML, or a PEFT LoRA adapter (SVD)."""
     from hyper_es import export as ex
     from hyper_es.directions import DirectionSet
-    from hyper_es.merging import Genome, MergeSettings, global_weights
+    from hyper_es.merging import Genome, global_weights, recipe_genome
     from hyper_es.recipe import load_recipe
 
     if format not in ("hf", "mergekit", "peft"):
         _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
-    try:
-        ds = DirectionSet.from_run(run)
-        settings = MergeSettings.from_config(load_recipe(run / "recipe.yaml").merge)
-        if weights:
-            pairs = dict(kv.split("=", 1) for kv in weights.split(","))
-            if sorted(pairs) != sorted(ds.names):
-                _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
-            g, x = global_weights(ds, pairs)
-        else:
-            path = genome or run / "search" / "best.json"
-            if not path.is_file():
-                _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
-            g, x = Genome.from_json(path)
-            if x is None:
-                _fail(f"{path}: the genome JSON has no values")
-        if format == "hf":
-            ex.export_hf(ds, g, x, settings, out)
-        elif format == "mergekit":
-            ex.export_mergekit(ds, g, x, settings, out)
-        else:
-            errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
-            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
-    except (HyperESError, ValueError) as exc:
-        _fail(str(exc))
+    ds = DirectionSet.from_run(run)
+    _, settings = recipe_genome(load_recipe(run / "recipe.yaml"), ds)
+    if weights:
+        try:
+            pairs = {name: float(w) for name, w in (kv.split("=", 1) for kv in weights.split(","))}
+        except ValueError:
+            _fail(f"--weights: expected name=number pairs like dir-0=1,dir-1=0.5; got '{weights}'")
+        if sorted(pairs) != sorted(ds.names):
+            _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
+        g, x = global_weights(ds, pairs)
+    else:
+        path = genome or run / "search" / "best.json"
+        if not path.is_file():
+            _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
+        g, x = Genome.from_json(path)
+        if x is None:
+            _fail(f"{path}: the genome JSON has no values")
+    if format == "hf":
+        ex.export_hf(ds, g, x, settings, out)
+    elif format == "mergekit":
+        ex.export_mergekit(ds, g, x, settings, out)
+    else:
+        errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
+        typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
     typer.echo(f"wrote {out}")
 
 
-@app.command("eval")
+@command("eval")
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],
     model: Annotated[Optional[str], typer.Option(help="built-in name, local folder or hub id")] = None,
@@ -189,13 +214,13 @@ def eval_cmd(
     max_tokens: Annotated[Optional[int], typer.Option(help="default: the task's max_tokens")] = None,
     split: str = "test",
     limit: Annotated[Optional[int], typer.Option(help="first N problems only")] = None,
-    dtype: Annotated[str, typer.Option(help="auto (the recipe's model.dtype; without --recipe: vLLM bf16, HF fp32) | float32 | bfloat16 | float16")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto (the recipe's eval.dtype, else its model.dtype; without --recipe: vLLM bf16, HF fp32) | float32 | bfloat16 | float16")] = "auto",
     seed: int = 0,
     threads: Annotated[Optional[int], typer.Option(help="torch threads in this process (default: 1 with vllm)")] = None,
     out: Annotated[Optional[Path], typer.Option(help="write the results JSON here")] = None,
 ) -> None:
     """Evaluate a model on tasks: Pass@1 (greedy by default) and Pass@k with sampling."""
-    from hyper_es.engine import Sampling, make_generator
+    from hyper_es.engine import make_generator
     from hyper_es.evaluate import evaluate_task
     from hyper_es.recipe import load_recipe
     from hyper_es.report import results_table
@@ -204,37 +229,32 @@ def eval_cmd(
     ks = _ints(k, "--k")
     n = n or max(ks)
     temperature = (0.0 if n == 1 else 1.0) if temperature is None else temperature
-    if backend not in ("vllm", "hf"):
-        _fail(f"--backend: expected vllm or hf, got '{backend}'")
-    try:
-        rec = load_recipe(recipe) if recipe else None
-        model = model or (rec.model.name if rec else None)
-        if not model:
-            _fail("--model is required (or --recipe with a model)")
-        tasks = [get_task(t, rec) for t in task]
-        samplings = [Sampling(n=n, temperature=temperature, top_p=top_p, seed=seed,
-                              max_tokens=max_tokens or t.cfg.max_tokens, stop=tuple(t.cfg.stop)) for t in tasks]
-        for t in tasks:
-            t.rows(split)  # fail on data problems before starting an engine
-    except (HyperESError, ValueError) as exc:
-        _fail(str(exc))
+    _backend(backend, required=True)
+    rec = load_recipe(recipe) if recipe else None
+    model = model or (rec.model.name if rec else None)
+    if not model:
+        _fail("--model is required (or --recipe with a model)")
+    tasks = [get_task(t, rec) for t in task]
+    samplings = [t.sampling(n=n, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens)
+                 for t in tasks]
+    for t in tasks:
+        t.rows(split)  # fail on data problems before starting an engine
+    if max(ks) > n:
+        _fail(f"--k {max(ks)} needs --n >= {max(ks)} samples per problem, got --n {n}")
 
     import torch
 
     torch.set_num_threads(threads or (1 if backend == "vllm" else (os.cpu_count() or 1)))
-    kw = dict(dtype=dtype, seed=seed)
+    kw = dict(dtype=rec.eval.dtype if rec and dtype == "auto" else dtype, seed=seed)
     if rec:
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
                   max_model_len=rec.model.max_model_len, model_dtype=rec.model.dtype)
-    try:
-        if adapter:
-            from hyper_es.models import with_adapter
+    if adapter:
+        from hyper_es.models import with_adapter
 
-            kw.pop("revision", None)
-            model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
-        gen, tokenizer = make_generator(backend, model, **kw)
-    except (HyperESError, FileNotFoundError, ImportError) as exc:
-        _fail(str(exc))
+        kw.pop("revision", None)
+        model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
+    gen, tokenizer = make_generator(backend, model, **kw)
     try:
         results = [evaluate_task(gen, tokenizer, t, split=split, sampling=s, ks=ks, limit=limit)
                    for t, s in zip(tasks, samplings)]

@@ -11,3 +11,7 @@ class RecipeError(HyperESError, ValueError):
 
 class DataError(HyperESError, ValueError):
     """A task's data cannot be loaded or lacks a field the prompt or reward needs."""
+
+
+class ConfigError(HyperESError, ValueError):
+    """Settings passed on the command line or to the API are inconsistent (e.g. Pass@k with fewer samples)."""

@@ -13,11 +13,8 @@ import yaml
 from hyper_es.directions.sources import CheckpointDiff, LoraFactors
 from hyper_es.errors import HyperESError
 from hyper_es.merging import Genome, MergePlan, MergeSettings
-from hyper_es.merging.genome import MODULE_GROUPS
 
 logger = logging.getLogger(__name__)
-# mergekit filters (substring of the tensor name) for our module groups
-MERGEKIT_FILTERS = {"attention": "self_attn", "mlp": "mlp"}
 
 
 def export_hf(ds, genome: Genome, x, settings: MergeSettings, out: str | Path) -> Path:
@@ -48,19 +45,27 @@ def _model_ref(ds, k: int) -> str:
 
 def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
     """A mergekit config reproducing the merge. Layer-wise values become per-layer lists (exact for N values on
-    N layers); module groups become `filter` entries. Exact only at density 1: mergekit draws its own DARE masks."""
+    N layers); module groups become the family's `filter` entries. Exact only at density 1: mergekit draws its own
+    DARE masks."""
     if genome.non_layer:
         raise HyperESError("the genome has a non-layer coefficient group (embeddings/lm_head); mergekit's per-layer "
                            "lists cannot express it exactly")
+    arch = genome.arch
+    filters = [(m, arch.mergekit_filter(m)) for m in ("attention", "mlp") if arch.mergekit_filter(m)]
+    if genome.module_groups:
+        for t in ds.base_shapes:  # mergekit applies the first filter that is a substring of the name
+            first = next((m for m, f in filters if f in t), "other")
+            if first != arch.module_group(t):
+                raise HyperESError(f"{arch.name}.json: mergekit filters put '{t}' in module group '{first}', its "
+                                   f"module_groups in '{arch.module_group(t)}'")
     coef = genome.coefficients(x)
     dens = genome.densities(x, settings.density)
-    per_layer = lambda d, m: [coef[genome.key_for(f"model.layers.{i}.", d)[:2] + (m,)]  # noqa: E731
+    per_layer = lambda d, m: [coef[genome.key_for(arch.layer_prefix(i), d)[:2] + (m,)]  # noqa: E731
                               for i in range(genome.num_layers)]
     models = []
     for k, d in enumerate(ds.names):
         if genome.module_groups:
-            weight = [{"filter": MERGEKIT_FILTERS[m], "value": per_layer(d, m)} for m in MODULE_GROUPS
-                      if m in MERGEKIT_FILTERS] + [{"value": per_layer(d, "other")}]
+            weight = [{"filter": f, "value": per_layer(d, m)} for m, f in filters] + [{"value": per_layer(d, "other")}]
         else:
             weight = per_layer(d, "all")
         models.append({"model": _model_ref(ds, k), "parameters": {"weight": weight, "density": dens[d]}})

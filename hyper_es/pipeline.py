@@ -34,7 +34,7 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     """The whole pipeline; returns the report (also written to RUN/report.json and RUN/report.md)."""
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.collect import collect
-    from hyper_es.directions.manifest import write_json_atomic
+    from hyper_es.io import write_json_atomic
     from hyper_es.evaluate.final import evaluate_run
     from hyper_es.report import run_report, write_report
     from hyper_es.search.run import search

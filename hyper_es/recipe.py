@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from hyper_es.errors import RecipeError
+from hyper_es.merging.methods import METHODS
 
 PosInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -71,6 +72,7 @@ class PromptConfig(Strict):
     few_shot: NonNegInt = 0
     shot_answer: str = "{answer}"
     chat: bool = True
+    truncate: bool = False  # cut a question whose prompt does not fit in model.max_model_len (else: refused)
 
 
 class TaskConfig(Strict):
@@ -184,7 +186,7 @@ class GradientConfig(Strict):
 
 
 class MergeConfig(Strict):
-    method: Literal["dare_ties", "ties", "task_arithmetic", "dare_linear"] = "dare_ties"
+    method: Literal[tuple(METHODS)] = "dare_ties"  # type: ignore[valid-type]  (the merge registry)
     density: Annotated[float, Field(gt=0, le=1)] = 1.0
     rescale: Literal["l1", "inverse"] = "l1"
     consensus: Literal["sum", "count"] = "sum"
@@ -193,7 +195,6 @@ class MergeConfig(Strict):
     layer_group_size: PosInt = 1
     module_groups: bool = False
     per_direction_density: bool = False
-    resample_masks: bool = False
     seed: NonNegInt = 0
 
 
@@ -238,7 +239,8 @@ class SearchConfig(Strict):
 
 class EvalConfig(Strict):
     backend: Literal["vllm", "hf"] = "vllm"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="engines' dtype (search and evaluation); auto: model.dtype")
     k: list[PosInt] = Field(default_factory=lambda: [1], min_length=1)
     n: PosInt | None = None
     temperature: Annotated[float, Field(ge=0)] = 1.0

@@ -67,22 +67,43 @@ def geometry_table(geom: dict, console: Console | None = None) -> Table:
 # --- the run report (`hyper-es run`) -------------------------------------------------------------------------------
 def _cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
     """(optimizer steps, generated training tokens, wall seconds) summed over gradient-stage jobs."""
+    from hyper_es.directions.manifest import read_manifest
+
+    ms = [read_manifest(run_dir / "directions" / n) for n in names]
+    return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
+
+
+def _read_log(path: Path) -> list[dict]:
+    """The search's per-generation log (none: []); a damaged line raises DataError naming the file and line."""
     import json
 
-    ms = [json.loads((run_dir / "directions" / n / "manifest.json").read_text()) for n in names]
-    return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
+    from hyper_es.errors import DataError
+
+    if not path.is_file():
+        return []
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}:{n}: not a JSON record; delete it and search/result.json, then re-run: the "
+                            f"search writes it again from its checkpoint")
+        out.append(rec)
+    return out
 
 
 def run_report(recipe, run_dir: Path, rows: list[dict]) -> dict:
     """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time)."""
-    import json
+    from hyper_es.io import read_json
 
     run_dir = Path(run_dir)
     dirs = [r["name"] for r in rows if r["kind"] == "direction"]
     search_dir = run_dir / "search"
-    log = [json.loads(x) for x in (search_dir / "generations.jsonl").read_text().splitlines()] \
-        if (search_dir / "generations.jsonl").is_file() else []
-    result = json.loads((search_dir / "result.json").read_text()) if (search_dir / "result.json").is_file() else {}
+    log = _read_log(search_dir / "generations.jsonl")
+    result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
+              if (search_dir / "result.json").is_file() else {})
     search = {"generations": len(log), "evals": result.get("evals"), "seconds": result.get("search_seconds"),
               "tokens": sum(r.get("tokens", 0) for r in log), "rows": result.get("rows")}
     out = []
@@ -156,7 +177,7 @@ def report_table(report: dict, console: Console | None = None) -> Table:
 
 
 def write_report(run_dir: Path, report: dict) -> None:
-    from hyper_es.directions.manifest import write_json_atomic
+    from hyper_es.io import write_json_atomic
 
     write_json_atomic(Path(run_dir) / "report.json", report)
     (Path(run_dir) / "report.md").write_text(report_markdown(report))

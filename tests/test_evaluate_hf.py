@@ -87,3 +87,18 @@ def test_cli_eval_bad_input(args, message):
     proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_eval_refuses_an_over_long_prompt_in_one_line(tmp_path):
+    """A 5 MB one-word question: refused in well under a second (without tokenising it), exit 2, one line."""
+    (tmp_path / "long.jsonl").write_text(json.dumps({"question": "1 + 1 = ?", "answer": "2"}) + "\n"
+                                         + json.dumps({"question": "x" * 5_000_000, "answer": "7"}) + "\n")
+    (tmp_path / "r.yaml").write_text(
+        "name: long\nmodel: {name: tiny-random, dtype: float32, max_model_len: 512}\n"
+        "tasks:\n  - {name: longq, reward: numeric, max_tokens: 16, test: {source: file, path: long.jsonl}}\n")
+    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--recipe", str(tmp_path / "r.yaml"),
+                           "--task", "longq", "--backend", "hf"], capture_output=True, text=True, timeout=120)
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]  # (beside progress bars)
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith(f"error: task 'longq' test ({tmp_path / 'long.jsonl'}) row 1: the prompt has 5,000,")
+    assert "max_model_len 512" in lines[0] and "Traceback" not in proc.stderr

@@ -46,6 +46,8 @@ def test_hub_id_offline_says_so(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(models.ModelNotFoundError, match="not in the local HF cache and HF_HUB_OFFLINE is set"):
         models.resolve("someorg/somemodel")
+    with pytest.raises(models.ModelNotFoundError, match="not in the local HF cache"):  # a dot is not a file suffix
+        models.resolve("Qwen/Qwen2.5-0.5B-Instruct")
 
 
 def test_hub_id_unreachable_says_so(monkeypatch, tmp_path):

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def tiny_run(tmp_path_factory):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=3, baseline_snapshot_every=2)  # baseline: ceil(9 / 0.9) = 10 steps
-    data["merge"].update(density=0.6, lam=0.8, layer_group_size=2)
+    data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
     data["eval"].update(k=[1, 2], n=2)
     folder = tmp_path_factory.mktemp("pipeline")
     recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
@@ -53,22 +53,42 @@ def test_raw_rows_are_base_plus_delta_exactly(tiny_run):
     recipe's merge uses DARE at 0.6 and λ = 0.8."""
     recipe, run_dir, _ = tiny_run
     ds, search_ds, snaps = eval_set(run_dir)
-    search_names = search_ds.names
     genome = genome_for(ds, layer_group_size=2, per_direction_density=True)
-    search_genome = genome_for(hx.DirectionSet.from_run(run_dir), layer_group_size=2)
     plan = MergePlan(ds, genome, MergeSettings.from_config(recipe.merge))
-    rows = {r.name: r for r in plan_rows(run_dir, search_names, snaps)}
+    rows = {r.name: r for r in plan_rows(run_dir, search_ds.names, snaps)}
     for name in ("dir-1", "baseline", "baseline@4"):
-        x = row_vector(rows[name], genome, search_genome, search_names, 0.6, 0.8)
+        x = row_vector(rows[name], genome, search_ds.names, 0.6, 0.8)
         k = ds.names.index(name)
         for t, delta in plan.deltas(x):
             torch.testing.assert_close(delta, ds.delta(k, t), rtol=0, atol=1e-6)
-    # Hyper-ES over the eval set equals the search's own merge of its genome
-    x_he = row_vector(rows["hyper-es"], genome, search_genome, search_names, 0.6, 0.8)
-    search_plan = MergePlan(hx.DirectionSet.from_run(run_dir), search_genome, MergeSettings.from_config(recipe.merge))
-    want = dict(search_plan.deltas(rows["hyper-es"].layerwise))
-    for t, delta in plan.deltas(x_he):
+
+
+def test_hyper_es_row_is_a_fresh_merge_of_best_json(tiny_run):
+    """With per_direction_density the searched densities are part of the genome: the final evaluation merges
+    exactly what best.json holds, and its greedy score equals a fresh export of best.json scored from scratch."""
+    from hyper_es import models
+    from hyper_es.engine.hf import HFGenerator
+    from hyper_es.evaluate import evaluate_task
+    from hyper_es.export import export_hf
+    from hyper_es.tasks import Task
+
+    recipe, run_dir, report = tiny_run
+    best, x = hx.Genome.from_json(run_dir / "search" / "best.json")
+    assert best.per_direction_density and x.size == len(best.keys) + 3
+    search_ds = hx.DirectionSet.from_run(run_dir)
+    settings = MergeSettings.from_config(recipe.merge)
+    want = dict(MergePlan(search_ds, best, settings).deltas(x))
+    ds, _, snaps = eval_set(run_dir)
+    genome = genome_for(ds, layer_group_size=2, per_direction_density=True)
+    row = {r.name: r for r in plan_rows(run_dir, search_ds.names, snaps)}["hyper-es"]
+    for t, delta in MergePlan(ds, genome, settings).deltas(row_vector(row, genome, search_ds.names, 0.6, 0.8)):
         torch.testing.assert_close(delta, want[t], rtol=0, atol=1e-6)
+    folder = export_hf(search_ds, best, x, settings, run_dir.parent / "best-export")
+    model, tok = models.load(str(folder))
+    task = Task(recipe.task("chain_sum"), recipe.base_dir)
+    fresh = evaluate_task(HFGenerator(model, tok), tok, task, limit=recipe.eval.limit)
+    got = {r["name"]: r for r in report["rows"]}["hyper-es"]["results"]["chain_sum"]["greedy"]
+    assert fresh.pass_at[1] == got
 
 
 def test_rerun_resumes_without_recomputing(tiny_run, caplog):

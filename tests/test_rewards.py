@@ -47,6 +47,15 @@ def test_import_path_rewards() -> None:
         hx.rewards.get("hyper_es.rewards.scorers:no_such_fn")
 
 
+def test_user_reward_that_raises_scores_zero_and_is_counted() -> None:
+    fn = hx.rewards.get("dense_reward:raises_on_digits")
+    assert fn is hx.rewards.get("dense_reward:raises_on_digits")
+    before = hx.rewards.failures().get("dense_reward:raises_on_digits", 0)
+    assert fn("no numbers here", None) == 1.0
+    assert fn("42", None) == 0.0 and fn("7", None) == 0.0
+    assert hx.rewards.failures()["dense_reward:raises_on_digits"] == before + 2
+
+
 def test_register() -> None:
     def mine(completion: str, reference: object) -> float:
         return 1.0

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from hyper_es.search import Budget, CMASearch
 
@@ -28,7 +29,7 @@ def test_reaches_the_optimum_of_a_quadratic():
 def test_bounds_and_budgets(tmp_path):
     seen = []
     CMASearch(np.zeros(3), 2.0, lower=[-0.5] * 3, upper=[0.5] * 3, popsize=6, seed=0,
-              budget=Budget(max_generations=100, max_evals=30)).run(lambda xs, g: seen.extend(xs) or [0.0] * len(xs))
+              budget=Budget(max_generations=100, max_evals=30)).run(lambda xs, g: seen.extend(xs) or quadratic4(xs, g))
     assert len(seen) == 30
     assert all(np.all(x >= -0.5) and np.all(x <= 0.5) for x in seen)
 
@@ -40,10 +41,12 @@ OPT = np.array([0.3, -0.2, 0.8, 0.1, 0.5])
 def f(xs, g):
     time.sleep(0.05)
     return [-float(np.sum((x - OPT) ** 2)) for x in xs]
-def report(r, xs, scores):
-    print(r["generation"], flush=True)
 s = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=25), out=sys.argv[1])
-state = s.run(f, report)
+while not s.done():
+    xs = s.ask()
+    np.random.rand(3)  # another user of NumPy's global RNG must not shift pycma's stream
+    print(s.tell(xs, f(xs, s.state.generation))["generation"], flush=True)
+state = s.state
 print("FINAL", list(state.best_x), flush=True)
 """
 
@@ -65,3 +68,59 @@ def test_sigkill_and_resume_gives_the_identical_final_genome(tmp_path):
     log_b = [json.loads(x) for x in (clean / "generations.jsonl").read_text().splitlines()]
     strip = lambda log: [{k: v for k, v in r.items() if k != "seconds"} for r in log]  # noqa: E731
     assert len(log_a) == 25 and strip(log_a) == strip(log_b)
+
+
+def test_ask_tell_done_honours_pycma_stop_and_logs_why(tmp_path, caplog):
+    """A flat fitness makes pycma's es.stop() fire long before the generation budget; the reason is kept."""
+    s = CMASearch(np.zeros(3), 0.3, popsize=4, seed=0, budget=Budget(max_generations=500), out=tmp_path)
+    with caplog.at_level("INFO"):
+        while not s.done():
+            xs = s.ask()
+            record = s.tell(xs, [1.0] * len(xs), note="extra")
+    assert record["note"] == "extra" and s.state.generation < 500
+    assert s.state.stop and "budget" not in s.state.stop
+    assert any("search stopped" in r.message for r in caplog.records)
+    again = CMASearch(np.zeros(3), 0.3, popsize=4, seed=0, budget=Budget(max_generations=500), out=tmp_path)
+    assert again.done() and again.state.stop == s.state.stop and again.state.history == s.state.history
+
+
+def test_checkpoint_is_json_and_a_planted_pickle_never_runs(tmp_path):
+    """The search state is JSON, resumed by replay; a pickle planted in the folder is never loaded."""
+    import pickle
+
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    s = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=3), out=tmp_path)
+    s.run(quadratic)
+    (tmp_path / "checkpoint.pkl").write_bytes(pickle.dumps(Payload()))
+    json.loads((tmp_path / "checkpoint.json").read_text())
+    resumed = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=5), out=tmp_path)
+    assert resumed.state.generation == 3 and not marker.exists()
+    resumed.run(quadratic)
+    fresh = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=5))
+    fresh.run(quadratic)
+    assert resumed.state.best_x == fresh.state.best_x and resumed.state.candidates == fresh.state.candidates
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other-settings"])
+def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
+    from hyper_es.errors import DataError
+
+    CMASearch(np.zeros(4), 0.3, popsize=4, seed=1, budget=Budget(max_generations=2), out=tmp_path).run(quadratic4)
+    path = tmp_path / "checkpoint.json"
+    sigma = 0.3
+    if damage == "truncated":
+        path.write_text(path.read_text()[:-40])
+    else:
+        sigma = 0.5
+    with pytest.raises(DataError, match=r"checkpoint\.json.*delete it") as exc:
+        CMASearch(np.zeros(4), sigma, popsize=4, seed=1, budget=Budget(max_generations=4), out=tmp_path)
+    assert "\n" not in str(exc.value)
+
+
+def quadratic4(xs, generation):
+    return [-float(np.sum((x - 0.2) ** 2)) for x in xs]

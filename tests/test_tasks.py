@@ -80,8 +80,13 @@ def test_data_errors_name_the_file_line_and_field(tmp_path):
     with pytest.raises(DataError, match="no such data file"):
         task(test={"source": "file", "path": str(tmp_path / "absent.jsonl")}).rows("test")
     (tmp_path / "noans.jsonl").write_text(json.dumps({"question": "q"}) + "\n")
-    with pytest.raises(DataError, match="rows have no field 'answer' needed by `reference`"):
+    with pytest.raises(DataError, match=r"task 't' test \(.*noans.jsonl\) row 0: no field 'answer', needed by `ref"):
         task(test={"source": "file", "path": str(tmp_path / "noans.jsonl")}).rows("test")
+    # one row without the reference among rows that have it: named by task, split, source and row id
+    (tmp_path / "gap.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"question": "a", "answer": "1"}, {"id": "x7", "question": "b"}, {"question": "c", "answer": "3"}]))
+    with pytest.raises(DataError, match=r"^task 't' test \(.*gap.jsonl\) row x7: no field 'answer', needed by `"):
+        task(test={"source": "file", "path": str(tmp_path / "gap.jsonl")}).rows("test")
     with pytest.raises(DataError, match="builtin data 'nope' not found; expected one of: .*gsm8k_test100"):
         task(test={"source": "builtin", "name": "nope"}).rows("test")
     with pytest.raises(DataError, match="reasoning_gym dataset 'no_such_gen'"):
@@ -106,3 +111,41 @@ def test_prompt_template_fields_and_few_shot(tiny):
         task(test={"source": "builtin", "name": "chain_sum_test"}, prompt={"template": "{nope}"}).messages(row)
     with pytest.raises(DataError, match="must be a plain column name"):
         task(test={"source": "builtin", "name": "chain_sum_test"}, prompt={"template": "{question.x}"}).messages(row)
+
+
+def _long_task(tmp_path, **prompt):
+    (tmp_path / "long.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"question": "1 + 1 = ?", "answer": "2"}, {"question": "7" * 5_000_000, "answer": "7"},
+        {"question": "3 + 4 + " * 200 + "0 = ?", "answer": "7"}]))
+    return task(test={"source": "file", "path": str(tmp_path / "long.jsonl")}, max_tokens=16, prompt=prompt)
+
+
+def test_over_long_prompts_are_refused_quickly_naming_the_row(tiny, tmp_path):
+    """A 5 MB one-word question is refused without tokenising it (byte-level BPE would take minutes); a prompt
+    over the limit by its token count is refused too; with prompt.truncate both are cut to fit exactly."""
+    import time
+
+    from hyper_es.engine.hf import HFGenerator
+    from hyper_es.evaluate import evaluate_task
+
+    _, tok = tiny
+    t = _long_task(tmp_path)
+    rows = t.rows("test")
+    t0 = time.perf_counter()
+    with pytest.raises(DataError) as exc:
+        evaluate_task(HFGenerator(*tiny, max_model_len=512), tok, t)
+    assert time.perf_counter() - t0 < 3
+    msg = str(exc.value)
+    assert msg.startswith(f"task 't' test ({tmp_path / 'long.jsonl'}) row 1: the prompt has 5,000,") and "\n" not in msg
+    assert "more than the 496 tokens that max_model_len 512 leaves beside max_tokens 16" in msg
+    assert "prompt.truncate: true" in msg
+    with pytest.raises(DataError, match=r"row 2: the prompt has [\d,]+ tokens, more than the 496 tokens"):
+        t.prompt_ids(tok, [rows[0], rows[2]], max_len=512)
+    assert t.prompt_ids(tok, [rows[0]], max_len=512) == t.prompt_ids(tok, [rows[0]])  # fits: unchanged
+
+    cut = _long_task(tmp_path, truncate=True)
+    ids = cut.prompt_ids(tok, cut.rows("test"), max_len=512)
+    assert ids[0] == t.prompt_ids(tok, [rows[0]])[0] and all(490 <= len(i) <= 496 for i in ids[1:])
+    fitted = cut.fit(tok, cut.rows("test"), 512)
+    assert fitted[0] is cut.rows("test")[0] and fitted[1]["question"] == "7" * len(fitted[1]["question"])
+    assert time.perf_counter() - t0 < 10

@@ -54,6 +54,28 @@ def test_tiny_sampling(tiny_vllm):
         assert a == gen.generate(prompts, s)
 
 
+def test_over_long_prompt_is_refused_quickly(tiny_vllm, tmp_path):
+    """The engine's max_model_len bounds prompt + max_tokens: a 5 MB question is refused, naming its row, before
+    anything is tokenised or sent to the engine."""
+    import time
+
+    from hyper_es.errors import DataError
+    from hyper_es.recipe import TaskConfig
+    from hyper_es.tasks import Task
+
+    gen, tok = tiny_vllm
+    (tmp_path / "long.jsonl").write_text(json.dumps({"question": "1 + 1 = ?", "answer": "2"}) + "\n"
+                                         + json.dumps({"question": "x" * 5_000_000, "answer": "7"}) + "\n")
+    task = Task(TaskConfig(name="longq", reward="numeric", max_tokens=16,
+                           test={"source": "file", "path": str(tmp_path / "long.jsonl")}))
+    t0 = time.perf_counter()
+    with pytest.raises(DataError, match=r"^task 'longq' test \(.*long.jsonl\) row 1: the prompt has 5,000,0\d\d "
+                                        r"characters, more than the 496 tokens that max_model_len 512 leaves"):
+        evaluate_task(gen, tok, task)
+    assert time.perf_counter() - t0 < 3
+    assert evaluate_task(gen, tok, task, limit=1).problems == 1  # the engine is unharmed
+
+
 def test_cli_eval_vllm_on_tiny(tmp_path):
     out = tmp_path / "r.json"
     cmd = [sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", "--task", "chain_sum", "--limit", "8",

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 from hyper_es.directions.jobs import JobSpec, plan_baseline, plan_directions
-from hyper_es.directions.manifest import MANIFEST, read_manifest, versions, write_json_atomic
-from hyper_es.errors import HyperESError
+from hyper_es.directions.manifest import MANIFEST, read_manifest, versions
+from hyper_es.errors import DataError, HyperESError
+from hyper_es.io import write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
 from hyper_es.tasks.prompts import plain_text
@@ -33,13 +34,17 @@ def training_tasks(recipe: Recipe) -> list[Task]:
     return tasks
 
 
-def training_rows(tasks: list[Task], job: JobSpec) -> list[dict]:
-    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task."""
+def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int | None = None,
+                  max_tokens: int | None = None) -> list[dict]:
+    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task. With a
+    tokenizer and `max_len`, prompts that leave no room for `max_tokens` are refused (or cut: `prompt.truncate`)."""
     rows = []
     for task in tasks:
         data = task.rows("train")
         if job.shard is not None:
             data = data[job.shard :: job.num_shards]
+        if tokenizer is not None and max_len:
+            data = task.fit(tokenizer, data, max_len, max_tokens)
         for r in data:
             prompt = task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r))
             rows.append({"prompt": prompt, "task": task.name, "reference": json.dumps(task.reference(r))})
@@ -141,10 +146,10 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
     torch.set_num_threads(recipe.threads)
 
     tasks = training_tasks(recipe)
-    rows = training_rows(tasks, job)
     funcs, weights = reward_functions(recipe, tasks)
     model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
                              trust_remote_code=recipe.model.trust_remote_code)
+    rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length)
     lora = job.lora
     trainer = GRPOTrainer(
         model=model, processing_class=tok, reward_funcs=funcs,
@@ -202,9 +207,24 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
     text = recipe.to_yaml()
     if path.is_file():
         import yaml
+        from pydantic import ValidationError
 
-        old, new = yaml.safe_load(path.read_text()), yaml.safe_load(text)
-        changed = [k for k in ("model", "tasks", "gradient") if old.get(k) != new.get(k)]
+        try:
+            old = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            old = f"{type(exc).__name__}"
+        if not isinstance(old, dict):
+            raise DataError(f"{path}: damaged, not a recipe ({str(old)[:60]}); restore it, or delete it to resume "
+                            f"with the recipe given now")
+        new = recipe.model_dump(mode="json")
+
+        def today(key: str):  # a section as today's schema reads it: a field added since, at its default, is no change
+            try:
+                return Recipe.model_validate({**new, key: old.get(key)}).model_dump(mode="json")[key]
+            except (ValidationError, ValueError, TypeError):
+                return old.get(key)
+
+        changed = [k for k in ("model", "tasks", "gradient") if today(k) != new.get(k)]
         if changed:
             raise HyperESError(f"{run_dir} was started with a different recipe ({', '.join(changed)} differ); "
                                f"use a new --out or the recipe in {path}")

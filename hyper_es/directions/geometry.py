@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-import re
 
 import torch
 
-_LAYER = re.compile(r"\.layers\.(\d+)\.")
+from hyper_es import architectures
 
 
-def layer_of(tensor: str) -> str:
-    """'7' for model.layers.7.*, else 'other' (embeddings, final norm, lm_head)."""
-    m = _LAYER.search(tensor)
-    return m.group(1) if m else "other"
+def layer_of(tensor: str, arch: architectures.Architecture) -> str:
+    """'7' for a tensor of layer 7 (in the family's naming), else 'other' (embeddings, final norm, lm_head)."""
+    i = arch.layer_index(tensor)
+    return "other" if i is None else str(i)
 
 
 def effective_rank(singular_values: list[float]) -> float:
@@ -28,12 +27,13 @@ def effective_rank(singular_values: list[float]) -> float:
 def geometry(ds) -> dict:
     """One pass over the tensors, K deltas at a time (never K full models in memory)."""
     k = len(ds)
+    arch = architectures.for_model(ds.base_path)
     gram = torch.zeros(k, k, dtype=torch.float64)
     layer_sq: list[dict[str, float]] = [{} for _ in range(k)]
     for t in ds.tensor_names():
         flat = torch.stack([ds.delta(i, t).flatten().double() for i in range(k)])
         gram += flat @ flat.T
-        layer = layer_of(t)
+        layer = layer_of(t, arch)
         for i in range(k):
             layer_sq[i][layer] = layer_sq[i].get(layer, 0.0) + float(flat[i] @ flat[i])
     norms = gram.diagonal().clamp_min(0).sqrt()

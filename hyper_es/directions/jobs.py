@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from hyper_es.errors import RecipeError
 from hyper_es.recipe import LoraConfig, Recipe
 
 BASELINE = "baseline"
@@ -47,7 +48,8 @@ def plan_directions(recipe: Recipe) -> list[JobSpec]:
         ))
     names = [j.name for j in jobs]
     if len(set(names)) != len(names) or BASELINE in names:
-        raise ValueError(f"gradient.jobs: direction names must be unique and not '{BASELINE}', got {names}")
+        raise RecipeError(f"{recipe._path or '<recipe>'}: gradient.jobs: direction names must be unique and not "
+                          f"'{BASELINE}', got {names}")
     return jobs
 
 

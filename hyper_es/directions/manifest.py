@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
+from hyper_es.errors import DataError
+from hyper_es.io import read_json
+
 MANIFEST = "manifest.json"
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
+REQUIRED = ("name", "job", "base", "optimizer_steps", "completions", "tokens", "reward_curve", "wall_seconds")
 
 
 def read_manifest(folder: Path) -> dict | None:
+    """The folder's manifest (None if it has none: an unfinished job); a damaged one raises DataError naming it."""
     path = Path(folder) / MANIFEST
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    fix = f"delete the folder {Path(folder).name} to redo this job"
+    m = read_json(path, fix)
+    missing = [k for k in REQUIRED if not isinstance(m, dict) or k not in m]
+    if not missing and not (isinstance(m["base"], dict) and {"name", "sha256"} <= set(m["base"])):
+        missing = ["base.name/base.sha256"]
+    if missing:
+        raise DataError(f"{path}: not a complete manifest (missing {', '.join(missing)}); {fix}")
+    return m
 
 
 def finished_jobs(run_dir: Path, *, include_baseline: bool = False) -> list[tuple[Path, dict]]:

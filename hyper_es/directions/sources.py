@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from hyper_es.errors import DataError
+from hyper_es.io import read_json
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -94,24 +95,34 @@ def read_adapter(folder: Path, name: str | None = None) -> Direction:
     cfg_path, w_path = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
     if not cfg_path.is_file() or not w_path.is_file():
         raise DataError(f"adapter {folder}: not a PEFT adapter folder (expected {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})")
-    cfg = json.loads(cfg_path.read_text())
+    # A run's direction (it has a manifest) is retrained by deleting it; another adapter must be saved again.
+    fix = (f"delete the folder {folder.name} to redo this job" if (folder / "manifest.json").is_file()
+           else "save the adapter again (PEFT save_pretrained)")
+    cfg = read_json(cfg_path, fix)
+    if not isinstance(cfg, dict):
+        raise DataError(f"{cfg_path}: expected a JSON object (a PEFT adapter config); {fix}")
     if cfg.get("peft_type") != "LORA":
         raise DataError(f"adapter {folder}: peft_type is {cfg.get('peft_type')!r}; only LORA adapters are supported")
     if cfg.get("use_dora"):
         raise DataError(f"adapter {folder}: DoRA adapters are not supported (ΔW is not scale·B·A)")
+    if not all(isinstance(cfg.get(k), (int, float)) for k in ("r", "lora_alpha")):
+        raise DataError(f"{cfg_path}: a LoRA config needs numbers 'r' and 'lora_alpha'; {fix}")
     r, alpha = cfg["r"], cfg["lora_alpha"]
     rslora = bool(cfg.get("use_rslora"))
     ranks, alphas = cfg.get("rank_pattern") or {}, cfg.get("alpha_pattern") or {}
     factors: dict[str, dict[str, torch.Tensor]] = {}
-    with safe_open(str(w_path), "pt") as f:
-        for key in f.keys():
-            m = re.fullmatch(r"(.+)\.lora_([AB])(?:\.default)?\.weight", key)
-            if not m:
-                if "lora_magnitude_vector" in key:
-                    raise DataError(f"adapter {folder}: DoRA adapters are not supported")
-                continue  # biases, modules_to_save etc. are not part of ΔW = scale·B·A
-            module = m.group(1).removeprefix(_PEFT_PREFIX)
-            factors.setdefault(module, {})[m.group(2)] = f.get_tensor(key)
+    try:
+        with safe_open(str(w_path), "pt") as f:
+            for key in f.keys():
+                m = re.fullmatch(r"(.+)\.lora_([AB])(?:\.default)?\.weight", key)
+                if not m:
+                    if "lora_magnitude_vector" in key:
+                        raise DataError(f"adapter {folder}: DoRA adapters are not supported")
+                    continue  # biases, modules_to_save etc. are not part of ΔW = scale·B·A
+                module = m.group(1).removeprefix(_PEFT_PREFIX)
+                factors.setdefault(module, {})[m.group(2)] = f.get_tensor(key)
+    except (SafetensorError, OSError) as exc:  # truncated or overwritten
+        raise DataError(f"{w_path}: damaged safetensors file ({exc}); {fix}") from None
     if not factors:
         raise DataError(f"adapter {folder}: {ADAPTER_WEIGHTS} holds no lora_A/lora_B tensors")
     parts: dict[str, Part] = {}
@@ -132,16 +143,28 @@ def checkpoint_tensors(folder: Path) -> dict[str, Path]:
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        return {k: folder / v for k, v in json.loads(index.read_text())["weight_map"].items()}
+        data = read_json(index, "save the checkpoint again")
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(weight_map, dict):
+            raise DataError(f"{index}: no weight_map; save the checkpoint again")
+        return {k: folder / v for k, v in weight_map.items()}
     single = folder / "model.safetensors"
     if not single.is_file():
         raise DataError(f"checkpoint {folder}: no model.safetensors (or index); expected a save_pretrained folder")
-    with safe_open(str(single), "pt") as f:
+    with _damaged_is_data_error(single), safe_open(str(single), "pt") as f:
         return {k: single for k in f.keys()}
 
 
+@contextmanager
+def _damaged_is_data_error(path: Path):
+    try:
+        yield
+    except SafetensorError as exc:  # truncated or overwritten
+        raise DataError(f"{path}: damaged safetensors file ({exc}); save the checkpoint again") from None
+
+
 def read_tensor(path: Path, name: str) -> torch.Tensor:
-    with safe_open(str(path), "pt") as f:
+    with _damaged_is_data_error(path), safe_open(str(path), "pt") as f:
         return f.get_tensor(name)
 
 
@@ -149,6 +172,6 @@ def tensor_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
     """Shapes of every tensor in a checkpoint, read from safetensors headers (no weights loaded)."""
     shapes = {}
     for name, path in checkpoint_tensors(folder).items():
-        with safe_open(str(path), "pt") as f:
+        with _damaged_is_data_error(path), safe_open(str(path), "pt") as f:
             shapes[name] = tuple(f.get_slice(name).get_shape())
     return shapes

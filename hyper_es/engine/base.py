@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from hyper_es.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -19,9 +21,9 @@ class Sampling:
 
     def __post_init__(self):
         if self.n < 1 or self.max_tokens < 1:
-            raise ValueError(f"n and max_tokens must be >= 1, got n={self.n}, max_tokens={self.max_tokens}")
+            raise ConfigError(f"n and max_tokens must be >= 1, got n={self.n}, max_tokens={self.max_tokens}")
         if self.temperature == 0 and self.n > 1:
-            raise ValueError(f"greedy decoding gives one sample per prompt; n={self.n} needs temperature > 0")
+            raise ConfigError(f"greedy decoding gives one sample per prompt; n={self.n} needs temperature > 0")
 
     @property
     def greedy(self) -> bool:
@@ -32,6 +34,7 @@ class Generator(Protocol):
     """Generates completion token ids for tokenised prompts; one list of n completions per prompt."""
 
     backend: str
+    max_model_len: int | None  # prompt + completion tokens the engine takes (prompts are checked against it)
 
     def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]: ...
 

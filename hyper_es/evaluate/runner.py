@@ -7,6 +7,8 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from hyper_es.engine.base import Generator, Sampling, truncate_at_stop
+from hyper_es import rewards
+from hyper_es.errors import ConfigError
 from hyper_es.evaluate.passk import mean_pass_at_k
 from hyper_es.tasks import Task
 
@@ -26,12 +28,18 @@ class TaskResult:
     mean_reward: float
     tokens: int
     seconds: float
+    reward_errors: int = 0  # reward calls that raised and scored 0
     records: list[dict] = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
         d = asdict(self)
         d.pop("records")
         return d
+
+
+def reward_errors(before: dict[str, int]) -> int:
+    """Reward calls that raised (and scored 0) since the `rewards.failures()` snapshot `before`."""
+    return sum(rewards.failures().values()) - sum(before.values())
 
 
 def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]],
@@ -44,26 +52,30 @@ def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]],
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,
                   ks: tuple[int, ...] = (1,), limit: int | None = None) -> TaskResult:
     """Score `n` completions per problem; a completion counts as correct when its reward is 1."""
-    sampling = sampling or Sampling(max_tokens=task.cfg.max_tokens, stop=tuple(task.cfg.stop))
+    sampling = sampling or task.sampling()
     if max(ks) > sampling.n:
-        raise ValueError(f"pass@{max(ks)} needs n >= {max(ks)} samples per problem, got n={sampling.n}")
+        raise ConfigError(f"pass@{max(ks)} needs n >= {max(ks)} samples per problem, got n={sampling.n}")
     rows = task.rows(split)[:limit] if limit else task.rows(split)
-    t0 = time.perf_counter()
-    outputs = gen.generate(task.prompt_ids(tokenizer, rows), sampling)
-    records, counts, rewards, tokens = [], [], [], 0
+    t0, failed = time.perf_counter(), rewards.failures()
+    prompts = task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
+                              max_tokens=sampling.max_tokens)
+    outputs = gen.generate(prompts, sampling)
+    records, counts, scored, tokens = [], [], [], 0
     for row, outs in zip(rows, outputs, strict=True):
         texts, scores = score_completions(tokenizer, task, row, outs, sampling.stop)
         tokens += sum(map(len, outs))
         counts.append((len(scores), sum(s >= 1.0 for s in scores)))
-        rewards.extend(scores)
+        scored.extend(scores)
         records.append({"id": row["id"], "reference": task.reference(row), "completions": texts, "scores": scores})
     seconds = time.perf_counter() - t0
     result = TaskResult(
         task=task.name, split=split, backend=gen.backend, problems=len(rows), n=sampling.n,
         temperature=sampling.temperature, max_tokens=sampling.max_tokens,
-        pass_at={k: mean_pass_at_k(counts, k) for k in ks}, mean_reward=sum(rewards) / len(rewards),
-        tokens=tokens, seconds=seconds, records=records,
+        pass_at={k: mean_pass_at_k(counts, k) for k in ks}, mean_reward=sum(scored) / len(scored),
+        tokens=tokens, seconds=seconds, reward_errors=reward_errors(failed), records=records,
     )
+    if result.reward_errors:
+        logger.warning("%s/%s: the reward raised on %d completions (scored 0)", task.name, split, result.reward_errors)
     logger.info("%s/%s: %s, %d tokens in %.1f s", task.name, split,
                 ", ".join(f"pass@{k}={v:.3f}" for k, v in result.pass_at.items()), tokens, seconds)
     return result

@@ -16,16 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from hyper_es import architectures
 from hyper_es.errors import HyperESError
 from hyper_es.merging.genome import Genome
+from hyper_es.merging.methods import METHODS
 
-# method -> (sparsification, sign consensus)
-METHODS = {
-    "dare_ties": ("dare", True),
-    "ties": ("magnitude", True),
-    "task_arithmetic": (None, False),
-    "dare_linear": ("dare", False),
-}
 
 
 def mask_seed(seed: int, direction: int, tensor: str) -> int:
@@ -209,16 +204,12 @@ class MergePlan:
 
 def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
                per_direction_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
-    """A genome for this DirectionSet, with the number of layers read from the base config."""
-    import json
-
-    cfg = json.loads((ds.base_path / "config.json").read_text())
-    layers = cfg.get("num_hidden_layers") or cfg.get("text_config", {}).get("num_hidden_layers")
-    if not layers:
-        raise HyperESError(f"{ds.base_path}/config.json has no num_hidden_layers")
-    return Genome.for_tensors(ds.names, ds.tensor_names(), int(layers), layer_group_size=layer_group_size,
-                              module_groups=module_groups, per_direction_density=per_direction_density,
-                              bounds=tuple(bounds))
+    """A genome for this DirectionSet: the family and its number of layers read from the base config."""
+    arch = architectures.for_model(ds.base_path)
+    layers = arch.num_layers(architectures.load_config(ds.base_path))
+    return Genome.for_tensors(ds.names, ds.tensor_names(), layers, architecture=arch.name,
+                              layer_group_size=layer_group_size, module_groups=module_groups,
+                              per_direction_density=per_direction_density, bounds=tuple(bounds))
 
 
 def global_weights(ds, weights: Mapping[str, float]) -> tuple[Genome, np.ndarray]:

@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hyper_es.errors import HyperESError
+from hyper_es import architectures
+from hyper_es.architectures import MODULE_GROUPS, Architecture
+from hyper_es.errors import DataError, HyperESError
+from hyper_es.io import read_json
 
-_LAYER = re.compile(r"\.layers\.(\d+)\.")
-MODULE_GROUPS = ("attention", "mlp", "other")
 NON_LAYER = "non-layer"  # embeddings, final norm, lm_head
-
-
-def module_group(tensor: str) -> str:
-    if ".self_attn." in tensor or ".attention." in tensor:
-        return "attention"
-    if ".mlp." in tensor:
-        return "mlp"
-    return "other"
-
-
-def layer_index(tensor: str) -> int | None:
-    m = _LAYER.search(tensor)
-    return int(m.group(1)) if m else None
 
 
 @dataclass(frozen=True)
@@ -42,16 +29,24 @@ class Genome:
     non_layer: bool = False  # a coefficient group for tensors outside the transformer layers
     bounds: tuple[float, float] = (-1.0, 2.0)
     density_bounds: tuple[float, float] = (0.05, 1.0)
+    architecture: str = "llama"  # the family in hyper_es/architectures (tensor naming: layers, module groups)
 
     def __post_init__(self):
         if not self.directions or self.num_layers < 1 or self.layer_group_size < 1:
             raise HyperESError("a genome needs ≥1 direction, ≥1 layer and layer_group_size ≥ 1")
+        self.arch  # noqa: B018 - an unknown family fails here, with the table's error
+
+    @property
+    def arch(self) -> Architecture:
+        return architectures.get(self.architecture)
 
     @classmethod
-    def for_tensors(cls, directions: list[str], tensors: list[str], num_layers: int, **kw) -> Genome:
+    def for_tensors(cls, directions: list[str], tensors: list[str], num_layers: int, architecture: str = "llama",
+                    **kw) -> Genome:
         """A genome covering these tensors (adds the non-layer group only when such a tensor is merged)."""
-        non_layer = any(layer_index(t) is None for t in tensors)
-        return cls(tuple(directions), num_layers, non_layer=non_layer, **kw)
+        arch = architectures.get(architecture)
+        non_layer = any(arch.layer_index(t) is None for t in tensors)
+        return cls(tuple(directions), num_layers, non_layer=non_layer, architecture=architecture, **kw)
 
     # --- layout -----------------------------------------------------------------------------------------------
     @property
@@ -75,7 +70,8 @@ class Genome:
 
     def key_for(self, tensor: str, direction: str) -> tuple[str, str, str]:
         """Which coefficient scales `direction` on `tensor`."""
-        layer = layer_index(tensor)
+        arch = self.arch
+        layer = arch.layer_index(tensor)
         if layer is None:
             if not self.non_layer:
                 raise HyperESError(f"tensor '{tensor}' is outside the layers, but the genome has no non-layer group")
@@ -84,7 +80,7 @@ class Genome:
             if layer >= self.num_layers:
                 raise HyperESError(f"tensor '{tensor}' is in layer {layer}, but the genome has {self.num_layers}")
             group = self._group_name(layer // self.layer_group_size)
-        return group, direction, module_group(tensor) if self.module_groups else "all"
+        return group, direction, arch.module_group(tensor) if self.module_groups else "all"
 
     # --- vectors ----------------------------------------------------------------------------------------------
     def check(self, x) -> np.ndarray:
@@ -170,14 +166,21 @@ class Genome:
         return json.dumps(data, indent=1)
 
     @classmethod
-    def from_json(cls, text: str | Path) -> tuple[Genome, np.ndarray | None]:
-        """From JSON text or a path to a JSON file."""
+    def from_json(cls, text: str | Path,
+                  fix: str = "re-run `hyper-es search` on the run folder to write it again") -> tuple[Genome, np.ndarray | None]:
+        """From JSON text or a path to a JSON file; a damaged file raises DataError naming it and `fix`."""
         is_path = isinstance(text, Path) or not str(text).lstrip().startswith("{")
-        data = json.loads(Path(text).read_text() if is_path else text)
-        g = data["genome"]
-        genome = cls(**{**g, "directions": tuple(g["directions"]), "bounds": tuple(g["bounds"]),
-                        "density_bounds": tuple(g["density_bounds"])})
-        if "values" not in data:
-            return genome, None
-        named = {tuple(k.split("/")): v for k, v in data["values"].items()}
-        return genome, genome.vector(named, data.get("densities"))
+        data = read_json(Path(text), fix) if is_path else json.loads(text)
+        if isinstance(data, dict) and isinstance(data.get("genome"), dict):  # an unknown family: the table's error
+            architectures.get(str(data["genome"].get("architecture", "llama")))
+        try:
+            g = data["genome"]
+            genome = cls(**{**g, "directions": tuple(g["directions"]), "bounds": tuple(g["bounds"]),
+                            "density_bounds": tuple(g["density_bounds"])})
+            if "values" not in data:
+                return genome, None
+            named = {tuple(k.split("/")): v for k, v in data["values"].items()}
+            return genome, genome.vector(named, data.get("densities"))
+        except (KeyError, TypeError, ValueError, AttributeError, HyperESError) as exc:
+            what = text if is_path else "genome JSON"
+            raise DataError(f"{what}: not a genome ({type(exc).__name__}: {str(exc)[:80]}); {fix}") from None

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
 
+from hyper_es.errors import HyperESError
 from hyper_es.models import smollm2, tiny
 
 logger = logging.getLogger(__name__)
@@ -18,9 +20,10 @@ BUILTINS: dict[str, Callable[[Path], Path]] = {
     "smollm2-135m-instruct": smollm2.build,
 }
 _BUILD_VERSION = "1"  # bump to invalidate cached built-in folders
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-class ModelNotFoundError(FileNotFoundError):
+class ModelNotFoundError(HyperESError, FileNotFoundError):
     """The model is neither a built-in, a local folder, nor reachable on the hub."""
 
 
@@ -64,7 +67,7 @@ def resolve(name: str, *, revision: str | None = None) -> Path:
         if not (path / "config.json").is_file():
             raise ModelNotFoundError(f"model folder {path} has no config.json (expected a save_pretrained folder)")
         return path
-    if path.suffix or name.startswith((".", "/", "~")) or name.count("/") != 1:
+    if not HUB_ID.fullmatch(name):  # (not Path.suffix: "Qwen2.5-0.5B-Instruct" has one)
         raise ModelNotFoundError(
             f"model '{name}': no such folder, and not a built-in ({', '.join(BUILTINS)}) or a hub id 'org/name'"
         )

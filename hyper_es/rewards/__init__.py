@@ -9,7 +9,7 @@ returns within about a second from any thread::
 """
 
 from hyper_es.rewards import expression, extract, sandbox
-from hyper_es.rewards.registry import Reward, get, names, register, safe_reward
+from hyper_es.rewards.registry import Reward, failures, get, names, register, safe_reward
 from hyper_es.rewards import scorers  # noqa: E402  (registers the built-ins)
 
-__all__ = ["Reward", "expression", "extract", "get", "names", "register", "safe_reward", "sandbox", "scorers"]
+__all__ = ["Reward", "failures", "expression", "extract", "get", "names", "register", "safe_reward", "sandbox", "scorers"]

@@ -10,14 +10,17 @@ import functools
 import logging
 import math
 import threading
+from collections import Counter
 from typing import Any, Callable
 
-__all__ = ["Reward", "get", "names", "register", "safe_reward"]
+__all__ = ["Reward", "failures", "get", "names", "register", "safe_reward"]
 
 Reward = Callable[[str, Any], float]
 logger = logging.getLogger(__name__)
 
 _REGISTRY: dict[str, Reward] = {}
+_IMPORTED: dict[str, Reward] = {}
+_FAILURES: Counter[str] = Counter()  # reward name -> calls that raised (and scored 0), for the logs
 _LOCK = threading.Lock()
 
 
@@ -54,7 +57,11 @@ def get(name: str) -> Reward:
     ``ValueError`` if unknown or not importable.
     """
     if isinstance(name, str) and ":" in name:
-        return _import(name)
+        with _LOCK:
+            if name not in _IMPORTED:
+                fn = _import(name)  # a user reward is wrapped like the built-ins (which are wrapped already)
+                _IMPORTED[name] = fn if fn in _REGISTRY.values() else safe_reward(fn, name=name)
+            return _IMPORTED[name]
     fn = _REGISTRY.get(name) if isinstance(name, str) else None
     if fn is None:
         raise ValueError(
@@ -76,9 +83,16 @@ def _import(spec: str) -> Reward:
     return fn
 
 
-def safe_reward(fn: Callable[[str, Any], float]) -> Reward:
-    """Wrap a scorer so it returns 0.0 for non-str completions or on any exception,
+def failures() -> dict[str, int]:
+    """How many calls of each reward raised (and scored 0) in this process so far."""
+    with _LOCK:
+        return dict(_FAILURES)
+
+
+def safe_reward(fn: Callable[[str, Any], float], *, name: str | None = None) -> Reward:
+    """Wrap a scorer so it returns 0.0 for non-str completions or on any exception (counted in `failures()`),
     and always a float clamped to [0, 1] (NaN -> 0.0)."""
+    label = name or getattr(fn, "__name__", repr(fn))
 
     @functools.wraps(fn)
     def wrapper(completion: str, reference: Any = None) -> float:
@@ -87,7 +101,9 @@ def safe_reward(fn: Callable[[str, Any], float]) -> Reward:
         try:
             score = float(fn(completion, reference))
         except Exception:  # model output must never crash training
-            logger.debug("reward %s raised; scoring 0", fn.__name__, exc_info=True)
+            logger.debug("reward %s raised; scoring 0", label, exc_info=True)
+            with _LOCK:
+                _FAILURES[label] += 1
             return 0.0
         return min(1.0, max(0.0, score)) if math.isfinite(score) else 0.0
 

@@ -1,27 +1,32 @@
-"""CMA-ES driver (pycma ask/tell) over a genome: budgets, per-generation JSONL log, atomic checkpoints, resume.
+"""CMA-ES driver (pycma ask/tell) over a genome: budgets, per-generation JSONL log, checkpoints, resume by replay.
 
-The driver knows nothing about LLMs: `fitness(candidates, generation) -> list[float]` (higher is better) is given
-by the caller. Every generation is checkpointed (pickled pycma state + NumPy's global RNG, which pycma samples
-from + log), so a search killed at any point and re-run on the same folder reaches exactly the result of an
-uninterrupted one (provided `fitness` is a deterministic function of its inputs and the generation).
+The driver knows nothing about LLMs: the caller asks for candidates, scores them (higher is better) and tells
+the scores back. The checkpoint is plain JSON (every generation's candidates and scores), never pickle: a run
+folder is data, and loading it runs no code. Resuming rebuilds pycma's state by replaying ask/tell from the
+same seed, checking that each replayed generation asks for exactly the recorded candidates. pycma samples from
+its own NumPy RNG stream (swapped in around every pycma call), so nothing else in the process can shift it and a
+search killed at any point and re-run on the same folder reaches exactly the result of an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import pickle
 import time
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from hyper_es.errors import DataError
+from hyper_es.io import read_json, write_json_atomic, write_text_atomic
+
 logger = logging.getLogger(__name__)
-CHECKPOINT = "checkpoint.pkl"
+CHECKPOINT = "checkpoint.json"
 LOG = "generations.jsonl"
+FORMAT = 1
 
 Fitness = Callable[[list[np.ndarray], int], Sequence[float]]
 
@@ -35,92 +40,169 @@ class Budget:
 
 @dataclass
 class SearchState:
-    es: object
-    np_random: tuple | None = None  # NumPy's global RNG state: pycma samples from it
     generation: int = 0
     evals: int = 0
     seconds: float = 0.0
     best_x: list[float] | None = None
     best_fitness: float = -np.inf
-    history: list[dict] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)  # one log record per generation
+    candidates: list[list[list[float]]] = field(default_factory=list)  # per generation, for replay
+    scores: list[list[float]] = field(default_factory=list)
+    stop: dict | None = None  # why the search ended: {"budget": ...} or pycma's es.stop()
 
 
 class CMASearch:
+    """`ask()` candidates, `tell(candidates, scores, **extra)`, until `done()`; `run(fitness)` loops over them."""
+
     def __init__(self, x0, sigma0: float, *, lower=None, upper=None, popsize: int | None = None, seed: int = 0,
                  budget: Budget = Budget(), out: str | Path | None = None):
-        self.x0 = np.asarray(x0, dtype=np.float64)
-        self.sigma0, self.popsize, self.seed, self.budget = sigma0, popsize, seed, budget
-        self.lower, self.upper = lower, upper
-        self.out = Path(out) if out else None
-
-    def _fresh(self) -> SearchState:
         import cma
 
-        opts = {"seed": self.seed + 1, "verbose": -9}  # pycma treats seed 0 as "random"
-        if self.popsize:
-            opts["popsize"] = self.popsize
-        if self.lower is not None:
-            opts["bounds"] = [list(np.asarray(self.lower, float)), list(np.asarray(self.upper, float))]
-        es = cma.CMAEvolutionStrategy(self.x0.tolist(), self.sigma0, opts)
-        return SearchState(es=es)
+        self.x0 = np.asarray(x0, dtype=np.float64)
+        self.sigma0, self.seed, self.budget = sigma0, seed, budget
+        self.lower, self.upper = lower, upper
+        self.out = Path(out) if out else None
+        opts = {"seed": seed + 1, "verbose": -9}  # pycma treats seed 0 as "random"
+        if popsize:
+            opts["popsize"] = popsize
+        if lower is not None:
+            opts["bounds"] = [list(np.asarray(lower, float)), list(np.asarray(upper, float))]
+        self._rng = np.random.RandomState(seed + 1).get_state()
+        with self._own_rng():
+            self.es = cma.CMAEvolutionStrategy(self.x0.tolist(), sigma0, opts)
+        self.popsize = int(self.es.popsize)
+        self.state = SearchState()
+        self._pending: tuple[list[np.ndarray], float] | None = None
+        self._load()
 
-    def load(self) -> SearchState:
-        path = self.out / CHECKPOINT if self.out else None
-        if path and path.is_file():
-            with path.open("rb") as f:
-                state = pickle.load(f)
-            np.random.set_state(state.np_random)
-            self._write_log(state)  # a kill between checkpoint and log left the log one generation behind
-            logger.info("resuming search at generation %d from %s", state.generation, path)
-            return state
-        return self._fresh()
+    # --- pycma's RNG stream, isolated from the rest of the process --------------------------------------------
+    @contextmanager
+    def _own_rng(self):
+        outer = np.random.get_state()
+        np.random.set_state(self._rng)
+        try:
+            yield
+        finally:
+            self._rng = np.random.get_state()
+            np.random.set_state(outer)
 
-    def _save(self, state: SearchState) -> None:
+    def _config(self) -> dict:
+        return {"x0": self.x0.tolist(), "sigma0": self.sigma0, "popsize": self.popsize, "seed": self.seed,
+                "lower": None if self.lower is None else np.asarray(self.lower, float).tolist(),
+                "upper": None if self.upper is None else np.asarray(self.upper, float).tolist()}
+
+    # --- ask / tell / done ------------------------------------------------------------------------------------
+    def ask(self) -> list[np.ndarray]:
+        with self._own_rng():
+            xs = [np.asarray(x, dtype=np.float64) for x in self.es.ask()]
+        self._pending = (xs, time.perf_counter())
+        return xs
+
+    def tell(self, xs: list[np.ndarray], scores: Sequence[float], **extra) -> dict:
+        """Update pycma with the scores of the asked candidates; checkpoint; return the generation's log record
+        (`extra` fields, e.g. validation re-scores, are added to it)."""
+        if self._pending is None or len(xs) != len(self._pending[0]):
+            raise RuntimeError("tell() takes the candidates of the preceding ask()")
+        scores = [float(s) for s in scores]
+        self._tell_es(self._pending[0], scores)
+        st = self.state
+        best = int(np.argmax(scores))
+        if scores[best] > st.best_fitness:
+            st.best_fitness, st.best_x = scores[best], self._pending[0][best].tolist()
+        st.generation += 1
+        st.evals += len(xs)
+        seconds = time.perf_counter() - self._pending[1]  # the generation's wall time, validation included
+        st.seconds += seconds
+        record = {"generation": st.generation, "evals": st.evals, "best": scores[best],
+                  "mean": float(np.mean(scores)), "median": float(np.median(scores)), "sigma": float(self.es.sigma),
+                  "best_x": self._pending[0][best].tolist(), "seconds": seconds, **extra}
+        st.history.append(record)
+        st.candidates.append([x.tolist() for x in self._pending[0]])
+        st.scores.append(scores)
+        self._pending = None
+        self._save()
+        return record
+
+    def _tell_es(self, xs: list[np.ndarray], scores: list[float]) -> None:
+        with self._own_rng():
+            self.es.tell(xs, [-s for s in scores])  # pycma minimises
+
+    def stop_reason(self) -> dict:
+        st, b = self.state, self.budget
+        if st.generation >= b.max_generations:
+            return {"budget": f"max_generations {b.max_generations}"}
+        if b.max_evals is not None and st.evals >= b.max_evals:
+            return {"budget": f"max_evals {b.max_evals}"}
+        if b.wall_clock_s is not None and st.seconds >= b.wall_clock_s:
+            return {"budget": f"wall_clock_s {b.wall_clock_s}"}
+        return {k: v for k, v in dict(self.es.stop()).items()}
+
+    def done(self) -> bool:
+        """True once a budget is spent or pycma's `es.stop()` fires; the reason is logged and checkpointed."""
+        reason = self.stop_reason()
+        if not reason:
+            self.state.stop = None  # a resumed search with a larger budget goes on
+        elif self.state.stop is None:
+            self.state.stop = json.loads(json.dumps(reason, default=str))
+            logger.info("search stopped after generation %d: %s", self.state.generation,
+                        ", ".join(f"{k} ({v})" for k, v in self.state.stop.items()))
+            self._save()
+        return bool(reason)
+
+    def run(self, fitness: Fitness, on_generation: Callable[..., dict | None] | None = None) -> SearchState:
+        """Ask/tell until done. `on_generation(xs, scores)` may return extra fields for the generation's record."""
+        while not self.done():
+            generation = self.state.generation
+            xs = self.ask()
+            scores = [float(s) for s in fitness(xs, generation)]
+            self.tell(xs, scores, **((on_generation(xs, scores) or {}) if on_generation else {}))
+        return self.state
+
+    # --- checkpoint: JSON, resumed by replay ------------------------------------------------------------------
+    def _save(self) -> None:
         if not self.out:
             return
         self.out.mkdir(parents=True, exist_ok=True)
-        state.np_random = np.random.get_state()
-        tmp = self.out / f".{CHECKPOINT}.tmp"
-        with tmp.open("wb") as f:
-            pickle.dump(state, f)
-        # Checkpoint first, then the log, rewritten from the checkpointed history: a generation in the log is
-        # always in the checkpoint, and a resumed run rewrites the log from the checkpoint.
-        os.replace(tmp, self.out / CHECKPOINT)
-        self._write_log(state)
+        st = self.state
+        write_json_atomic(self.out / CHECKPOINT, {
+            "format": FORMAT, "config": self._config(), "generation": st.generation, "evals": st.evals,
+            "seconds": st.seconds, "best_x": st.best_x, "best_fitness": st.best_fitness, "stop": st.stop,
+            "history": st.history, "candidates": st.candidates, "scores": st.scores}, indent=None)
+        # Checkpoint first, then the log rewritten from it: a generation in the log is always in the checkpoint.
+        self._write_log()
 
-    def _write_log(self, state: SearchState) -> None:
-        log_tmp = self.out / f".{LOG}.tmp"
-        log_tmp.write_text("".join(json.dumps(r) + "\n" for r in state.history))
-        os.replace(log_tmp, self.out / LOG)
+    def _write_log(self) -> None:
+        write_text_atomic(self.out / LOG, "".join(json.dumps(r) + "\n" for r in self.state.history))
 
-    def done(self, state: SearchState) -> bool:
-        b = self.budget
-        return (state.generation >= b.max_generations or (b.max_evals is not None and state.evals >= b.max_evals)
-                or (b.wall_clock_s is not None and state.seconds >= b.wall_clock_s))
-
-    def run(self, fitness: Fitness, on_generation: Callable[..., None] | None = None) -> SearchState:
-        """Ask/tell until the budget is spent; returns the final state (best_x, history, es).
-
-        `on_generation(record, xs, scores)` may add fields to the record before it is checkpointed.
-        """
-        state = self.load()
-        while not self.done(state):
-            t0 = time.perf_counter()
-            xs = state.es.ask()
-            scores = [float(s) for s in fitness([np.asarray(x) for x in xs], state.generation)]
-            state.es.tell(xs, [-s for s in scores])  # pycma minimises
-            best = int(np.argmax(scores))
-            if scores[best] > state.best_fitness:
-                state.best_fitness, state.best_x = scores[best], np.asarray(xs[best]).tolist()
-            state.generation += 1
-            state.evals += len(xs)
-            record = {"generation": state.generation, "evals": state.evals, "best": max(scores),
-                      "mean": float(np.mean(scores)), "median": float(np.median(scores)),
-                      "sigma": float(state.es.sigma), "best_x": np.asarray(xs[best]).tolist(),
-                      "seconds": time.perf_counter() - t0}
-            if on_generation:
-                on_generation(record, [np.asarray(x) for x in xs], scores)
-            state.seconds += time.perf_counter() - t0  # the generation's wall time, validation re-scoring included
-            state.history.append(record)
-            self._save(state)
-        return state
+    def _load(self) -> None:
+        path = self.out / CHECKPOINT if self.out else None
+        if path is None or not path.is_file():
+            return
+        fix = "delete it (and generations.jsonl) to restart the search"
+        data = read_json(path, fix)
+        try:
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
+            if data["config"] != self._config():
+                changed = [k for k in data["config"] if data["config"][k] != self._config().get(k)]
+                raise DataError(f"{path}: made with other search settings ({', '.join(changed)}); {fix}")
+            cands, scores, history = data["candidates"], data["scores"], data["history"]
+            if not len(cands) == len(scores) == len(history) == data["generation"]:
+                raise ValueError("generation counts disagree")
+            for g, (want, sc) in enumerate(zip(cands, scores)):  # replay: pycma's exact state, no code loaded
+                got = self.ask()
+                if [x.tolist() for x in got] != want or len(sc) != len(got):
+                    raise DataError(f"{path}: generation {g + 1} does not replay (another pycma or NumPy "
+                                    f"version?); {fix}")
+                self._tell_es(got, [float(s) for s in sc])
+                self._pending = None
+            st = self.state
+            st.generation, st.evals, st.seconds = int(data["generation"]), int(data["evals"]), float(data["seconds"])
+            st.best_x, st.best_fitness = data["best_x"], float(data["best_fitness"])
+            st.history, st.candidates, st.scores, st.stop = history, cands, scores, data["stop"]
+        except DataError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DataError(f"{path}: not a valid search checkpoint ({exc}); {fix}") from None
+        self._write_log()  # a kill between checkpoint and log left the log one generation behind
+        logger.info("resuming search at generation %d from %s", self.state.generation, path)

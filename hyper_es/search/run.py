@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from hyper_es.directions import DirectionSet
-from hyper_es.directions.manifest import write_json_atomic
-from hyper_es.engine import Sampling, inplace_engine
-from hyper_es.evaluate.runner import score_completions
-from hyper_es.merging import MergeSettings, genome_for
+from hyper_es.engine import inplace_engine
+from hyper_es.errors import DataError
+from hyper_es import models, rewards
+from hyper_es.evaluate.runner import reward_errors, score_completions
+from hyper_es.io import write_json_atomic
+from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import Budget, CMASearch
 from hyper_es.search.tracking import Tracker
@@ -34,6 +36,7 @@ class Score:
     reward: float
     tokens: int = 0
     timing: dict = field(default_factory=dict)
+    reward_errors: int = 0  # reward calls that raised and scored 0
 
 
 class Scorer:
@@ -48,31 +51,38 @@ class Scorer:
 
     def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
         missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
-        for r, ids in zip(missing, task.prompt_ids(self.tok, missing) if missing else []):
+        max_len = getattr(self.engine, "max_model_len", None)  # over-long prompts are refused (or cut)
+        for r, ids in zip(missing, task.prompt_ids(self.tok, missing, max_len) if missing else []):
             self._ids[(task.name, r["id"])] = ids
         return [self._ids[(task.name, r["id"])] for r in rows]
 
+    def prepare(self, *splits: dict[str, list[dict]]) -> None:
+        """Tokenise (and length-check) every row up front: an over-long prompt fails now, not generations later."""
+        for rows in splits:
+            for task in self.tasks:
+                if rows.get(task.name):
+                    self._prompt_ids(task, rows[task.name])
+
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
               seed: int = 0) -> Score:
-        t0 = time.perf_counter()
+        t0, failed = time.perf_counter(), rewards.failures()
         self.engine.set_genome(x)
         t1 = time.perf_counter()
         tasks = [t for t in self.tasks if rows.get(t.name)]
-        samplings = [Sampling(n=samples, temperature=temperature, seed=seed, max_tokens=t.cfg.max_tokens,
-                              stop=tuple(t.cfg.stop)) for t in tasks]
+        samplings = [t.sampling(n=samples, temperature=temperature, seed=seed) for t in tasks]
         outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
                                             for t, sp in zip(tasks, samplings)])
         t2 = time.perf_counter()
         total, weight, tokens = 0.0, 0.0, 0
         for task, sampling, task_outs in zip(tasks, samplings, outs):
-            rewards = []
+            scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
-                rewards += score_completions(self.tok, task, row, completions, sampling.stop)[1]
+                scored += score_completions(self.tok, task, row, completions, sampling.stop)[1]
                 tokens += sum(map(len, completions))
-            total += task.cfg.weight * float(np.mean(rewards))
+            total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
         timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
-        return Score(total / weight, tokens, timing)
+        return Score(total / weight, tokens, timing, reward_errors(failed))
 
 
 def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
@@ -87,10 +97,12 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     out = run_dir / "search"
     s, m = recipe.search, recipe.merge
     backend = backend or recipe.eval.backend
+    base = models.resolve(recipe.model.name, revision=recipe.model.revision)
     ds = DirectionSet.from_run(run_dir)
-    genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups,
-                        per_direction_density=m.per_direction_density, bounds=s.bounds)
-    settings = MergeSettings.from_config(m)
+    if Path(ds.base_path).resolve() != Path(base).resolve():
+        raise DataError(f"{run_dir}/directions: trained on '{ds.base}', but the recipe's model.name is "
+                        f"'{recipe.model.name}'")
+    genome, settings = recipe_genome(recipe, ds)
     names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
     train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
@@ -98,52 +110,52 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
     fit_pool = train or val  # tasks without a train split are searched on validation rows
 
-    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
-                                 fused=s.compile_merge)
-    scorer = Scorer(engine, tok, tasks)
-
-    last: list[Score] = []  # the current generation's scores, for the log
-    tracker: list[Tracker] = []  # made at the first generation run, when the population size is known
-
-    def fitness(xs, generation):
-        if not tracker:
-            tracker.append(Tracker(out, kind=s.tracking, total_candidates=s.max_generations * len(xs),
-                                   done_candidates=generation * len(xs), config=recipe.model_dump(mode="json")))
-        rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
-        last.clear()
-        for x in xs:
-            last.append(scorer.score(x, rows, samples=s.samples, temperature=s.temperature, seed=s.seed + generation))
-            tracker[0].candidate_done()
-        return [sc.reward for sc in last]
-
-    def on_generation(record, xs, rewards):
-        record["tokens"] = sum(sc.tokens for sc in last)
-        for key in ("merge_load_s", "generate_s", "score_s"):
-            record[key] = sum(sc.timing[key] for sc in last)
-        top = np.argsort(rewards)[::-1][: s.rescore_top]
-        record["val"] = [{"fitness": rewards[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
-                         for i in top]
-        logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"], record["best"],
-                    record["mean"], record["sigma"], ", ".join(f"{v['val']:.3f}" for v in record["val"]))
-        tracker[0].generation(record)
-
     lo, hi = genome.lower_upper()
     driver = CMASearch(genome.initial(s.x0, m.density), s.sigma0, lower=lo, upper=hi, popsize=s.popsize,
                        seed=s.seed, budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
+    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
+                                 fused=s.compile_merge)
+    scorer = Scorer(engine, tok, tasks)
     try:
-        state = driver.run(fitness, on_generation)
+        scorer.prepare(fit_pool, val, test)
+    except BaseException:
+        engine.close()
+        raise
+    tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
+                      done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
+    try:
+        while not driver.done():
+            generation = driver.state.generation
+            xs = driver.ask()
+            rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
+            scores = []
+            for x in xs:
+                scores.append(scorer.score(x, rows, samples=s.samples, temperature=s.temperature,
+                                           seed=s.seed + generation))
+                tracker.candidate_done()
+            rewards = [sc.reward for sc in scores]
+            top = np.argsort(rewards)[::-1][: s.rescore_top]
+            val_scores = [{"fitness": rewards[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
+                          for i in top]
+            timing = {key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")}
+            record = driver.tell(xs, rewards, tokens=sum(sc.tokens for sc in scores), **timing, val=val_scores,
+                                 reward_errors=sum(sc.reward_errors for sc in scores))
+            logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],
+                        record["best"], record["mean"], record["sigma"],
+                        ", ".join(f"{v['val']:.3f}" for v in record["val"]))
+            tracker.generation(record)
+        state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
         x_best = np.array(best["x"])
         refs = {"base": genome.uniform(0.0), "uniform": genome.uniform(1.0 / len(ds)), "hyper-es": x_best}
         result = {"generations": state.generation, "evals": state.evals, "search_seconds": state.seconds,
-                  "best_val_generation_entry": best, "rows": {}}
+                  "stop": state.stop, "best_val_generation_entry": best, "rows": {}}
         for name, x in refs.items():
             result["rows"][name] = {"val": scorer.score(x, val).reward,
                                     "test": scorer.score(x, test).reward if test else None}
         engine.restore()
     finally:
-        for t in tracker:
-            t.close()
+        tracker.close()
         engine.close()
     (out / "best.json").write_text(genome.to_json(x_best))
     write_json_atomic(out / "result.json", result)

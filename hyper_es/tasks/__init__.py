@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import string
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from hyper_es import rewards
+from hyper_es.engine.base import Sampling
 from hyper_es.errors import DataError
 from hyper_es.recipe import Recipe, TaskConfig
 from hyper_es.tasks import prompts
 from hyper_es.tasks.builtin import builtin_tasks
-from hyper_es.tasks.sources import builtin_names, data_dir, load_rows
+from hyper_es.tasks.sources import builtin_names, data_dir, load_rows, source_name
 
 __all__ = ["Task", "get_task", "builtin_tasks", "builtin_names", "data_dir", "load_rows"]
 SPLITS = ("train", "val", "test")
+logger = logging.getLogger(__name__)
+_UNCUT = "_uncut_question"  # the full question of a row whose question `prompt.truncate` cut
 
 
 class Task:
@@ -25,11 +30,13 @@ class Task:
         self.base_dir = base_dir or Path.cwd()
         self.reward = rewards.get(cfg.reward)
         self._rows: dict[str, list[dict]] = {}
+        self._split_of: dict[int, str] = {}  # id(row) -> split, to name a row's split in messages
+        self._cut_logged: set[str] = set()
 
     def rows(self, split: str) -> list[dict]:
         """Rows of a split (cached). Train rows whose question appears in val/test are dropped."""
         if split not in SPLITS:
-            raise ValueError(f"unknown split '{split}'; expected one of: {', '.join(SPLITS)}")
+            raise DataError(f"unknown split '{split}'; expected one of: {', '.join(SPLITS)}")
         if split not in self._rows:
             src = getattr(self.cfg, split)
             if src is None:
@@ -40,18 +47,26 @@ class Task:
                 rows = [r for r in rows if r.get("question") not in held]
             self._check(rows, split)
             self._rows[split] = rows
+            self._split_of.update((id(r), split) for r in rows)
         return self._rows[split]
+
+    def _place(self, split: str | None) -> str:
+        """`task 'name' split (source)`, for messages about a row."""
+        src = getattr(self.cfg, split) if split else None
+        return f"task '{self.name}'" + (f" {split} ({source_name(src, self.base_dir)})" if src else "")
+
+    def _where(self, row: dict) -> str:
+        return f"{self._place(self._split_of.get(id(row)))} row {row.get('id')}"
 
     def _check(self, rows: list[dict], split: str) -> None:
         if not rows:
-            raise DataError(f"task '{self.name}': the {split} split is empty")
+            raise DataError(f"{self._place(split)}: the split is empty")
         need = [self.cfg.reference] if isinstance(self.cfg.reference, str) else self.cfg.reference
-        for f in need:
-            if f not in rows[0]:
-                raise DataError(
-                    f"task '{self.name}' {split}: rows have no field '{f}' needed by `reference` "
-                    f"(columns: {', '.join(rows[0])})"
-                )
+        bad = [(r, f) for r in rows for f in need if f not in r]
+        if bad:
+            (row, f), more = bad[0], len({id(r) for r, _ in bad}) - 1
+            raise DataError(f"{self._place(split)} row {row.get('id')}{f' (and {more} more rows)' if more else ''}: "
+                            f"no field '{f}', needed by `reference` (columns: {', '.join(row)})")
 
     @cached_property
     def _shot_pool(self) -> list[dict]:
@@ -62,23 +77,96 @@ class Task:
         k = self.cfg.prompt.few_shot
         if not k:
             return []
-        pool = [r for r in self._shot_pool if r.get("question") != row.get("question")]
+        question = row.get(_UNCUT, row.get("question"))  # a cut question still keeps its own row out
+        pool = [r for r in self._shot_pool if r.get("question") != question]
         return random.Random(f"{self.name}:{row['id']}").sample(pool, min(k, len(pool)))
 
     def messages(self, row: dict) -> list[dict[str, str]]:
-        return prompts.messages(self.cfg.prompt, row, self.shots(row), f"task '{self.name}'")
+        return prompts.messages(self.cfg.prompt, row, self.shots(row), self._place(self._split_of.get(id(row))))
 
     def prompt_text(self, tokenizer, row: dict) -> str:
         return prompts.render(tokenizer, self.messages(row), self.cfg.prompt.chat)
 
-    def prompt_ids(self, tokenizer, rows: list[dict]) -> list[list[int]]:
-        """Token ids for each row; the chat template already carries any special tokens the model needs."""
+    def prompt_ids(self, tokenizer, rows: list[dict], max_len: int | None = None,
+                   max_tokens: int | None = None) -> list[list[int]]:
+        """Token ids for each row; the chat template already carries any special tokens the model needs.
+
+        With `max_len` (the engine's max_model_len), every prompt must leave room for `max_tokens` (default: the
+        task's) generated tokens: a longer one is refused with a DataError naming its row, or, with
+        `prompt.truncate`, its question is cut to fit."""
+        return self._fit(tokenizer, rows, max_len, max_tokens)[1]
+
+    def fit(self, tokenizer, rows: list[dict], max_len: int, max_tokens: int | None = None) -> list[dict]:
+        """The rows, checked as `prompt_ids` checks them; with `prompt.truncate`, a row whose question was cut is
+        a copy with the shorter question (for callers that build prompts themselves, like TRL)."""
+        return self._fit(tokenizer, rows, max_len, max_tokens)[0]
+
+    def _tokenize(self, tokenizer, texts: list[str]) -> list[list[int]]:
+        return tokenizer(texts, add_special_tokens=not self.cfg.prompt.chat)["input_ids"] if texts else []
+
+    def _fit(self, tokenizer, rows: list[dict], max_len: int | None,
+             max_tokens: int | None) -> tuple[list[dict], list[list[int]]]:
         texts = [self.prompt_text(tokenizer, r) for r in rows]
-        return tokenizer(texts, add_special_tokens=not self.cfg.prompt.chat)["input_ids"]
+        if max_len is None:
+            return list(rows), self._tokenize(tokenizer, texts)
+        max_tokens = max_tokens or self.cfg.max_tokens
+        room = max_len - max_tokens
+        if room < 1:
+            raise DataError(f"task '{self.name}': max_tokens {max_tokens} leaves no room for a prompt in "
+                            f"max_model_len {max_len}; lower max_tokens or raise model.max_model_len")
+        # A text longer than this has more than `room` tokens: refused without tokenising it (see max_token_chars).
+        chars = room * prompts.max_token_chars(tokenizer)
+        short = [i for i, t in enumerate(texts) if len(t) <= chars]
+        ids = dict(zip(short, self._tokenize(tokenizer, [texts[i] for i in short])))
+        rows, out = list(rows), []
+        for i, row in enumerate(rows):
+            if i in ids and len(ids[i]) <= room:
+                out.append(ids[i])
+                continue
+            size = f"{len(ids[i]):,} tokens" if i in ids else f"{len(texts[i]):,} characters"
+            limit = f"more than the {room:,} tokens that max_model_len {max_len} leaves beside max_tokens {max_tokens}"
+            if not self.cfg.prompt.truncate:
+                raise DataError(f"{self._where(row)}: the prompt has {size}, {limit}; shorten it or set "
+                                f"tasks[].prompt.truncate: true")
+            rows[i], cut = self._cut(tokenizer, row, room, limit)
+            out.append(cut)
+            if self._where(row) not in self._cut_logged:  # once per row, however often it is prompted
+                self._cut_logged.add(self._where(row))
+                logger.warning("%s: the prompt had %s, %s: its question was cut to fit", self._where(row), size, limit)
+        return rows, out
+
+    def _cut(self, tokenizer, row: dict, room: int, limit: str) -> tuple[dict, list[int]]:
+        """A copy of the row with its question cut so that its prompt has at most `room` tokens."""
+        where = self._where(row)
+        if "question" not in {f for _, f, _, _ in string.Formatter().parse(self.cfg.prompt.template) if f}:
+            raise DataError(f"{where}: prompt.truncate cuts the question, but the template has no {{question}}")
+
+        def render(question: str) -> tuple[dict, list[int]]:
+            cut = {**row, "question": question, _UNCUT: row.get(_UNCUT, row["question"])}
+            return cut, self._tokenize(tokenizer, [self.prompt_text(tokenizer, cut)])[0]
+
+        _, bare = render("")
+        keep = room - len(bare)
+        if keep < 1:
+            raise DataError(f"{where}: even with its question cut out the prompt has {len(bare):,} tokens, {limit}")
+        question = str(row["question"])[: keep * prompts.max_token_chars(tokenizer)]  # holds the first `keep` tokens
+        q_ids = tokenizer(question, add_special_tokens=False)["input_ids"][:keep]
+        for _ in range(8):  # the cut question may tokenise a little differently inside the template
+            cut, ids = render(tokenizer.decode(q_ids).rstrip("\ufffd"))
+            if len(ids) <= room:
+                return cut, ids
+            q_ids = q_ids[: len(q_ids) - (len(ids) - room)]
+        raise DataError(f"{where}: could not cut the question to fit, {limit}")  # pragma: no cover
 
     def reference(self, row: dict) -> Any:
         ref = self.cfg.reference
         return row[ref] if isinstance(ref, str) else {f: row[f] for f in ref}
+
+    def sampling(self, *, n: int = 1, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+                 max_tokens: int | None = None) -> Sampling:
+        """Decoding settings for this task: its max_tokens and stop strings, greedy unless told otherwise."""
+        return Sampling(n=n, temperature=temperature, top_p=top_p, seed=seed,
+                        max_tokens=max_tokens or self.cfg.max_tokens, stop=tuple(self.cfg.stop))
 
     def score(self, completion: str, row: dict) -> float:
         return float(self.reward(completion, self.reference(row)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import weakref
 from typing import Any
 
 from hyper_es.errors import DataError
@@ -47,3 +48,25 @@ def render(tokenizer, msgs: list[dict[str, str]], chat: bool) -> str:
 def plain_text(msgs: list[dict[str, str]]) -> str:
     """A prompt without a chat template: the turns joined by blank lines."""
     return "\n\n".join(m["content"] for m in msgs) + "\n\n"
+
+
+_token_chars: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def max_token_chars(tokenizer) -> int:
+    """The most characters one token can stand for: the longest vocabulary entry, special tokens included.
+
+    A text of C characters has at least C / max_token_chars tokens, so a text that cannot fit is refused without
+    tokenising it (byte-level BPE takes minutes on a multi-megabyte word). An entry's length bounds the text it
+    matches: byte-level entries spell one character per byte, SentencePiece entries one per character. (It would
+    not hold for a tokenizer whose normaliser drops characters; the causal LMs' tokenizers do not.)"""
+    try:
+        return _token_chars[tokenizer]
+    except (KeyError, TypeError):
+        pass
+    n = max(1, max(map(len, tokenizer.get_vocab()), default=1))
+    try:
+        _token_chars[tokenizer] = n
+    except TypeError:  # not weak-referenceable: computed again next time
+        pass
+    return n

@@ -99,6 +99,19 @@ def _rename(rows: list[dict], fields: dict[str, str], where: str) -> list[dict]:
     return rows
 
 
+def source_name(src: Source, base_dir: Path) -> str:
+    """Where a split's rows come from, for messages: a file path, or the generator or dataset."""
+    if isinstance(src, ReasoningGymSource):
+        return f"reasoning_gym:{src.dataset}"
+    if isinstance(src, FileSource):
+        return str(Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path)
+    if isinstance(src, HFSource):
+        return f"hf:{src.path}"
+    if isinstance(src, BuiltinSource):
+        return str(data_dir() / f"{src.name}.jsonl")
+    return type(src).__name__  # pragma: no cover - the recipe schema admits only the above
+
+
 def load_rows(src: Source, base_dir: Path) -> list[dict]:
     """Rows of one split; every row gets a string `id`."""
     if isinstance(src, ReasoningGymSource):

@@ -4,3 +4,10 @@
 def digit_fraction(completion: str, reference) -> float:
     """Share of ASCII digits in the completion: varies across random samples, so GRPO advantages are non-zero."""
     return sum(c.isascii() and c.isdigit() for c in completion) / len(completion) if completion else 0.0
+
+
+def raises_on_digits(completion: str, reference) -> float:
+    """A careless user reward: raises on any completion with a digit, else 1."""
+    if any(c.isdigit() for c in completion):
+        raise ValueError("no digits please")
+    return 1.0
