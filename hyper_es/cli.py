@@ -75,6 +75,8 @@ def check(
     recipe: Path,
     resolve: Annotated[bool, typer.Option(help="also find the model and load the data (--no-resolve: schema and "
                                           "jobs only, e.g. a GPU recipe on a machine without its model)")] = True,
+    run: Annotated[Optional[Path], typer.Option(help="a run folder with finished directions: also estimate how much "
+                                                "of the merge the engine's dtype keeps (x0 × 0.25, 1, 4)")] = None,
 ) -> None:
     """Validate a recipe (schema, model, tasks' data, gradient jobs) and print it resolved (defaults filled in)."""
     from hyper_es import models
@@ -84,6 +86,8 @@ def check(
 
     rec = load_recipe(recipe)
     plan_directions(rec), plan_baseline(rec)
+    if run is not None and not resolve:
+        _fail("--run needs the model and the directions: drop --no-resolve")
     if not resolve:
         typer.echo(rec.to_yaml())
         return
@@ -94,6 +98,43 @@ def check(
             if getattr(cfg, split) is not None:
                 task.rows(split)
     typer.echo(rec.to_yaml())
+    if run is not None:
+        _check_fidelity(rec, run)
+
+
+def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
+    """Table of the fidelity (engine/fidelity.py) of the recipe's merge at x0 × scale, in the engine's dtype (and
+    in bf16 for comparison when that is fp32), computed on the CPU without an engine; one line of verdict."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.engine import engine_dtype
+    from hyper_es.engine.fidelity import WARN_ABOVE, merge_fidelity
+    from hyper_es.merging import MergePlan, recipe_genome
+
+    ds = DirectionSet.from_run(run)
+    genome, settings = recipe_genome(rec, ds)
+    dtype = engine_dtype(rec.eval.backend, rec.eval.dtype, rec.model.dtype)
+    dtypes = [dtype] + (["bfloat16"] if dtype == "float32" else [])
+    plan = MergePlan(ds, genome, settings, prepare=False)
+    x0, n = genome.initial(rec.search.x0, rec.merge.density), len(genome.keys)
+    rows = []
+    for c in scales:
+        x = x0.copy()
+        x[:n] *= c  # coefficients only (per-direction densities stay)
+        rows.append((c, merge_fidelity(plan, x, dtypes, rows=None)))  # every entry (the engines sample rows)
+    typer.echo(f"fidelity ‖installed − intended‖ / ‖intended‖ of the merge at x0 × scale ({len(ds)} "
+               f"direction{'s' * (len(ds) != 1)}, {rec.eval.backend} engine in {dtype}):")
+    typer.echo("scale".rjust(8) + "".join(d.rjust(12) for d in dtypes))
+    for c, fid in rows:
+        typer.echo(f"{c:8.2f}" + "".join(f"{fid[d]:12.3f}" for d in dtypes))
+    at_x0 = dict(rows)[1.0][dtype]
+    if dtype == "float32":
+        typer.echo(f"verdict: float32 engine, the update is installed exactly (bfloat16 would be off by "
+                   f"{dict(rows)[1.0]['bfloat16']:.0%} at x0)")
+    elif at_x0 > WARN_ABOVE:
+        typer.echo(f"verdict: at x0 the installed update differs from the intended one by {at_x0:.0%}: {dtype} rounds "
+                   f"the merge away; set eval.dtype: float32")
+    else:
+        typer.echo(f"verdict: at x0 {dtype} keeps the update (error {at_x0:.1%} ≤ {WARN_ABOVE:.0%})")
 
 
 @command()

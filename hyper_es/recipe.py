@@ -162,6 +162,12 @@ class GradientConfig(Strict):
     baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")
     baseline_snapshot_every: NonNegInt = Field(
         0, description="save the baseline's adapter every N steps (its accuracy-vs-steps curve); 0: final only")
+    lora_seed: NonNegInt | None = Field(
+        None, description="seed of the LoRA initialisation, shared by every job (jobs then differ only by data "
+        "seed, shard or lr, and their directions share A's row space); None: each job's seed, as TRL does")
+    directions_from: Literal["jobs", "snapshots"] = Field(
+        "jobs", description="jobs: K independent GRPO-LoRA jobs; snapshots: the increments of the baseline run "
+        "between its adapters at the jobs' cumulative steps (ExPO-style; all coefficients 1 = that adapter)")
 
     @field_validator("rewards")
     @classmethod
@@ -182,6 +188,14 @@ class GradientConfig(Strict):
             )
         if len(self.jobs) > self.directions:
             raise ValueError(f"{len(self.jobs)} jobs given but directions is {self.directions}")
+        if self.directions_from == "snapshots":
+            total = sum((j.steps if j.steps else self.steps) for j in self.jobs) + self.steps * (
+                self.directions - len(self.jobs))
+            if self.baseline_steps is not None and self.baseline_steps < total:
+                raise ValueError(f"directions_from: snapshots takes {total} steps of the baseline run, but "
+                                 f"baseline_steps is {self.baseline_steps}")
+            if any(j.lora or j.learning_rate or j.seed is not None or j.shard is not None for j in self.jobs):
+                raise ValueError("directions_from: snapshots: jobs may set only name and steps (one run makes them)")
         return self
 
 
@@ -205,7 +219,15 @@ class SearchConfig(Strict):
     sigma0: Annotated[float, Field(gt=0)] = 0.3
     popsize: Annotated[int, Field(ge=2)] | None = None
     bounds: tuple[float, float] = (-1.0, 2.0)
-    x0: Literal["uniform", "ones"] | list[float] = "uniform"
+    x0: Literal["zeros", "uniform", "ones"] | list[float] = "uniform"
+    scale_scan: list[Annotated[float, Field(ge=0)]] | None = Field(
+        None, min_length=2, description="scan these global scales of x0 on the fitness set first; CMA-ES starts "
+        "from the best, with sigma0 = the scan's median spacing × the RMS of x0 (sigma0 is then ignored)")
+    fitness_set: Literal["per_generation", "fixed"] = Field(
+        "per_generation", description="minibatch redrawn every generation, or one fixed draw for the whole search")
+    reward: str | None = Field(None, description="fitness reward (e.g. numeric_partial) instead of each task's own; "
+                               "validation, the guard and test keep the task's reward")
+    guard: bool = Field(True, description="the final genome must beat x0 on the validation rows, else x0 is kept")
     seed: NonNegInt = 0
     max_generations: PosInt = 10
     max_evals: PosInt | None = None
@@ -230,8 +252,19 @@ class SearchConfig(Strict):
             raise ValueError(f"expected [low, high] with low < high, got {list(v)}")
         return v
 
+    @field_validator("reward")
+    @classmethod
+    def _known_search_reward(cls, v: str | None) -> str | None:
+        from hyper_es import rewards
+
+        if v is not None:
+            rewards.get(v)
+        return v
+
     @model_validator(mode="after")
     def _samples_need_temperature(self) -> SearchConfig:
+        if self.scale_scan and self.x0 == "zeros":
+            raise ValueError("scale_scan scales x0, which is all zeros; start from uniform, ones or a list")
         if self.samples > 1 and self.temperature == 0:
             raise ValueError(f"samples={self.samples} needs temperature > 0 (greedy gives one completion)")
         return self

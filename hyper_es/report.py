@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
@@ -94,8 +95,16 @@ def _read_log(path: Path) -> list[dict]:
     return out
 
 
-def run_report(recipe, run_dir: Path, rows: list[dict]) -> dict:
-    """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time)."""
+def trained_tasks(recipe, tasks: list[str]) -> list[str]:
+    """The evaluated tasks the directions were trained on: gradient.tasks, else every task with a train split."""
+    trained = recipe.gradient.tasks or [t.name for t in recipe.tasks if t.train is not None]
+    return [t for t in tasks if t in trained]
+
+
+def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None, seed: int | None = None) -> dict:
+    """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time), and each
+    row's greedy difference to the GRPO-LoRA baseline and to the base with its paired bootstrap CI."""
+    from hyper_es.evaluate import stats
     from hyper_es.io import read_json
 
     run_dir = Path(run_dir)
@@ -121,41 +130,146 @@ def run_report(recipe, run_dir: Path, rows: list[dict]) -> dict:
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics
                 if all(k in res for res in r["results"].values())}
+        results = {t: {k: v for k, v in res.items() if k != "records"} for t, res in r["results"].items()}
         out.append({"name": r["name"], "kind": r["kind"], "optimizer_steps": steps, "train_tokens": tokens,
-                    "search_tokens": search_tokens, "wall_s": wall, "results": r["results"], "mean": mean})
+                    "search_tokens": search_tokens, "wall_s": wall, "results": results, "mean": mean})
     e = recipe.eval
-    return {"recipe": recipe.name, "model": recipe.model.name, "tasks": sorted(rows[0]["results"]) if rows else [],
+    tasks = sorted(rows[0]["results"]) if rows else []
+    paired = paired_differences(rows, tasks, trained_tasks(recipe, tasks), B=B or stats.B_DEFAULT,
+                                seed=stats.SEED_DEFAULT if seed is None else seed)
+    return {"recipe": recipe.name, "model": recipe.model.name, "tasks": tasks,
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "greedy": "temperature 0, one completion"},
-            "rows": out, "search": search}
+            "rows": out, "paired": paired, "search": search}
 
 
-def _metric_columns(report: dict) -> list[tuple[str, str]]:
-    cols = []
-    for task in report["tasks"]:
-        keys = {k for r in report["rows"] for k in r["results"].get(task, {})}
-        cols += [(task, k) for k in ["greedy"] + [f"pass@{k}" for k in report["eval"]["k"]] if k in keys]
-    return cols
+PAIRED_REFERENCES = ("baseline", "base")
+
+
+def paired_differences(rows: list[dict], tasks: list[str], trained: list[str], *, B: int, seed: int) -> dict:
+    """Greedy accuracy of every row minus each reference row (the GRPO-LoRA baseline, the base), per task and
+    pooled, on the same problems (matched by id), with the paired bootstrap percentile 95% CI.
+
+    Pooled: the mean over tasks of the per-task differences, every task weighing the same (as the report's `mean`),
+    resampling problems within each task (stratified). `trained`: over the tasks the directions were trained on;
+    `all`: over every evaluated task (only when that is another set), the difference of the `mean` column.
+    Rows evaluated before per-problem records were kept have none: they are listed under `without_records`."""
+    from hyper_es.evaluate import stats
+
+    def greedy(row: dict, task: str):
+        rec = row["results"].get(task, {}).get("records")
+        return None if rec is None or "greedy" not in rec else (rec["ids"], rec["greedy"])
+
+    have = {r["name"]: all(greedy(r, t) is not None for t in tasks) for r in rows}
+    pooled = {"trained": trained} if trained else {}
+    if set(tasks) != set(trained):
+        pooled["all"] = tasks
+    vs = {}
+    for ref in (r for r in rows if r["name"] in PAIRED_REFERENCES and have[r["name"]]):
+        vs[ref["name"]] = {}
+        for row in (r for r in rows if r["name"] != ref["name"] and have[r["name"]]):
+            strata = {}
+            for t in tasks:
+                (a_ids, a), (b_ids, b) = greedy(row, t), greedy(ref, t)
+                strata[t] = stats.align(a_ids, a, b_ids, b, what=f"{row['name']} vs {ref['name']}, {t}")
+            vs[ref["name"]][row["name"]] = {
+                "tasks": {t: stats.paired_bootstrap([strata[t]], B=B, seed=seed).to_dict() for t in tasks},
+                "pooled": {p: stats.paired_bootstrap([strata[t] for t in ts], B=B, seed=seed).to_dict()
+                           for p, ts in pooled.items()}}
+    return {"metric": "greedy", "difference": "row - reference, accuracy (0-1)", "B": B, "seed": seed,
+            "level": stats.LEVEL_DEFAULT, "ci": "percentile", "pooling": "mean over tasks, equal weights; "
+            "problems resampled within each task", "pooled": pooled, "vs": vs,
+            "without_records": [r["name"] for r in rows if not have[r["name"]]]}
+
+
+WIDTH = 120  # report.md tables and the console table fit in this many columns
 
 
 def _fmt(v, digits=3) -> str:
     return "—" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def _fmt_diff(d: dict | None) -> str:
+    """A difference and its CI in points (×100, one decimal): "+1.0 [-2.0, 4.0]"."""
+    if d is None:
+        return "—"
+    diff, low, high = (round(100 * d[k], 1) + 0.0 for k in ("diff", "low", "high"))  # + 0.0: no "-0.0"
+    return f"{diff:+.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _md_tables(head: list[str], body: list[list[str]], width: int = WIDTH, left: int = 1) -> list[str]:
+    """Padded markdown tables (the first `left` columns left-aligned, the others right-aligned), no wider than
+    `width`: the columns after the first are split over as many tables as needed, each repeating the first."""
+    w = [max(len(c) for c in col) for col in zip(head, *body)]
+    groups, cur = [], []
+    for j in range(1, len(head)):
+        if cur and w[0] + 4 + sum(w[i] + 3 for i in cur) + w[j] + 3 > width:
+            groups.append(cur)
+            cur = []
+        cur.append(j)
+    groups.append(cur)
+    def line(cells: list[str], cols: list[int]) -> str:
+        return "| " + " | ".join(cells[i].ljust(w[i]) if i < left else cells[i].rjust(w[i]) for i in cols) + " |"
+
+    lines = []
+    for g in groups:
+        cols = [0, *g]
+        lines += [*([""] * bool(lines)), line(head, cols),
+                  "|" + "|".join(":" + "-" * (w[i] + 1) if i < left else "-" * (w[i] + 1) + ":" for i in cols) + "|",
+                  *(line(cells, cols) for cells in body)]
+    return lines
+
+
+def _greedy_columns(report: dict) -> tuple[list[str], list[list[str]]]:
+    """Cost and greedy accuracy per task (and the mean over tasks) of every row."""
+    mean = any("greedy" in r["mean"] for r in report["rows"]) and len(report["tasks"]) > 1
+    head = ["model", "steps", "train tokens", "search tokens", "wall s", *report["tasks"], *(["mean"] * mean)]
+    body = [[r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
+             _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get("greedy")) for t in report["tasks"]],
+             *([_fmt(r["mean"].get("greedy"))] * mean)] for r in report["rows"]]
+    return head, body
+
+
+def _paired_columns(report: dict, ref: str) -> tuple[list[str], list[list[str]]]:
+    paired = report.get("paired") or {}
+    pooled = list(paired.get("pooled", {}))
+    head = ["model", *report["tasks"], *[f"pooled: {p}" for p in pooled]]
+    body = [[name, *[_fmt_diff(d["tasks"].get(t)) for t in report["tasks"]],
+             *[_fmt_diff(d["pooled"].get(p)) for p in pooled]]
+            for name, d in paired.get("vs", {}).get(ref, {}).items()]
+    return head, body
+
+
 def report_markdown(report: dict) -> str:
-    cols = _metric_columns(report)
     e = report["eval"]
-    head = ["model", "optimizer steps", "train tokens", "search tokens", "wall s", *[f"{t} {k}" for t, k in cols]]
     limit = f" (first {e['limit']} problems each)" if e["limit"] else ""
     lines = [f"# {report['recipe']}: {report['model']}", "",
              f"Held-out test sets{limit}. greedy: one "
              f"completion at temperature 0; pass@k: unbiased estimate from n={e['n']} samples at temperature "
-             f"{e['temperature']:g}.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in report["rows"]:
-        cells = [r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
-                 _fmt(r["wall_s"], 0)] + [_fmt(r["results"].get(t, {}).get(k)) for t, k in cols]
-        lines.append("| " + " | ".join(cells) + " |")
+             f"{e['temperature']:g}.", "", "## Greedy accuracy", "", *_md_tables(*_greedy_columns(report))]
+    ks = [f"pass@{k}" for k in e["k"]]
+    sampled = [r for r in report["rows"] if any(k in res for res in r["results"].values() for k in ks)]
+    if sampled:
+        body = [[r["name"], t, *[_fmt(res.get(m)) for m in ("greedy", *ks)]]
+                for r in sampled for t, res in [*((t, r["results"].get(t, {})) for t in report["tasks"]),
+                                                 *([("mean", r["mean"])] * (len(report["tasks"]) > 1))]]
+        lines += ["", "## Pass@k", "", *_md_tables(["model", "task", "greedy", *ks], body, left=2)]
+    paired = report.get("paired")
+    if paired:
+        pooled = "; ".join(f"{p}: {', '.join(ts)}" for p, ts in paired["pooled"].items())
+        for ref, title in (("baseline", "the GRPO-LoRA baseline"), ("base", "the base model")):
+            if ref not in paired["vs"]:
+                continue
+            lines += ["", f"## Paired differences vs {ref}", "",
+                      f"Greedy accuracy of each row minus {title}, in points (×100), on the same problems: "
+                      f"Δ [95% CI], paired bootstrap percentile interval ({paired['B']:,} resamples of the "
+                      f"problems, seed {paired['seed']}). Pooled: the mean over tasks, each weighing the same, "
+                      f"problems resampled within each task ({pooled}).", "",
+                      *_md_tables(*_paired_columns(report, ref))]
+        if paired["without_records"]:
+            lines += ["", f"No per-problem records (evaluated before they were kept), so no paired differences "
+                          f"for: {', '.join(paired['without_records'])}. Delete their eval/<row>.json and re-run "
+                          f"to evaluate them again."]
     s = report["search"]
     lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
               f"{_fmt(s['seconds'], 0)} s."]
@@ -163,17 +277,26 @@ def report_markdown(report: dict) -> str:
 
 
 def report_table(report: dict, console: Console | None = None) -> Table:
-    cols = _metric_columns(report)
-    table = Table(title=f"{report['recipe']}: held-out test sets")
-    for c in ("model", "steps", "train tok", "search tok", "wall s", *[f"{t} {k}" for t, k in cols]):
-        table.add_column(c, justify="left" if c == "model" else "right")
+    """Greedy accuracy per task and cost of every row, then the paired differences vs the GRPO-LoRA baseline;
+    both fit 120 columns. Returns the first table."""
     if console is None and not Console().is_terminal:
-        console = Console(width=60 + 16 * len(cols))  # logs and CI: wide enough that nothing is cut
-    for r in report["rows"]:
-        table.add_row(r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
-                      _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get(k)) for t, k in cols])
-    _print(table, console)
-    return table
+        console = Console(width=WIDTH)  # logs and CI
+    tables = []
+    for title, (head, body) in ((f"{report['recipe']}: greedy accuracy on the held-out test sets",
+                                 _greedy_columns(report)),
+                                ("greedy accuracy − GRPO-LoRA baseline, points, with the paired bootstrap 95% CI",
+                                 _paired_columns(report, "baseline"))):
+        if not body and tables:
+            continue
+        head = [{"train tokens": "train tok", "search tokens": "search tok"}.get(h, h) for h in head]
+        table = Table(title=title)
+        for c in head:
+            table.add_column(c, justify="left" if c == "model" else "right")
+        for cells in body:
+            table.add_row(*map(escape, cells))
+        _print(table, console)
+        tables.append(table)
+    return tables[0]
 
 
 def write_report(run_dir: Path, report: dict) -> None:

@@ -177,8 +177,9 @@ def test_bad_input(base_sd, ds):
     pd = genome_for(ds, per_direction_density=True)
     with pytest.raises(HyperESError, match="densities must be in \\(0, 1\\]"):
         pd.check(list(pd.initial()[:-1]) + [0.0])
-    with pytest.raises(HyperESError, match="unknown initial point 'zeros'"):
-        g.initial("zeros")
+    with pytest.raises(HyperESError, match="unknown initial point 'half'; expected zeros, uniform, ones"):
+        g.initial("half")
+    assert not g.initial("zeros").any() and g.scaled(g.initial("ones"), 0.5).tolist() == [0.5] * g.size
     mg = genome_for(ds, module_groups=True)
     named = mg.coefficients(mg.initial())
     assert np.array_equal(mg.vector(named), mg.initial())

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,32 @@ def test_report_rows_costs_and_files(tiny_run):
     assert "pass@2" not in rows["dir-0"]["results"]["chain_sum"]
     assert json.loads((run_dir / "report.json").read_text()) == report
     md = (run_dir / "report.md").read_text()
-    assert "| hyper-es | 9 |" in md and "chain_sum pass@2" in md
+    assert re.search(r"^\| hyper-es +\| +9 \|", md, re.M) and re.search(r"^\| hyper-es +\| chain_sum +\|", md, re.M)
+    assert "## Paired differences vs baseline" in md and "## Paired differences vs base\n" in md
+    assert max(len(line) for line in md.splitlines() if line.startswith("|")) <= 120
+
+
+def test_per_problem_records_and_paired_differences(tiny_run):
+    """Every eval row keeps per-problem greedy correctness (and sample counts for Pass@k rows); the report pairs
+    every row with the baseline and the base on the same problems."""
+    recipe, run_dir, report = tiny_run
+    rows = {r["name"]: r for r in report["rows"]}
+    for name in rows:
+        res = json.loads((run_dir / "eval" / f"{name}.json").read_text())["results"]["chain_sum"]
+        rec = res["records"]
+        assert len(rec["ids"]) == len(rec["greedy"]) == res["problems"] == 16
+        assert sum(rec["greedy"]) / 16 == res["greedy"]
+        assert ("correct" in rec) == (name in ("base", "baseline", "hyper-es"))
+        if "correct" in rec:
+            assert rec["n"] == 2 and len(rec["correct"]) == 16 and all(0 <= c <= 2 for c in rec["correct"])
+        assert "records" not in rows[name]["results"]["chain_sum"]  # report.json stays small
+    paired = report["paired"]
+    assert paired["without_records"] == [] and paired["pooled"] == {"trained": ["chain_sum"]}
+    assert set(paired["vs"]["baseline"]) == set(rows) - {"baseline"}
+    h = paired["vs"]["baseline"]["hyper-es"]
+    want = rows["hyper-es"]["results"]["chain_sum"]["greedy"] - rows["baseline"]["results"]["chain_sum"]["greedy"]
+    assert h["tasks"]["chain_sum"]["diff"] == pytest.approx(want) == h["pooled"]["trained"]["diff"]
+    assert h["tasks"]["chain_sum"]["low"] <= h["tasks"]["chain_sum"]["diff"] <= h["tasks"]["chain_sum"]["high"]
     assert (run_dir / "geometry.json").is_file() and (run_dir / "search" / "best.json").is_file()
 
 

@@ -24,9 +24,55 @@ def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
     log = [json.loads(x) for x in (run / "search" / "generations.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in log] == [1, 2] and all(len(r["val"]) == 1 for r in log)
     assert all(r["tokens"] > 0 and r["generate_s"] > 0 and "merge_load_s" in r for r in log)
-    assert set(result["rows"]) == {"base", "uniform", "hyper-es"}
+    assert set(result["rows"]) == {"base", "uniform", "x0", "hyper-es"}
     assert all(0 <= row["val"] <= 1 and 0 <= row["test"] <= 1 for row in result["rows"].values())
     genome, x = hx.Genome.from_json(run / "search" / "best.json")
     assert x is not None and genome.size == 2 * 2  # 2 layer groups (of 2 layers) × 2 directions
     again = search(recipe, run, backend="hf")  # resumes: budget already spent, same answer
     assert again["best_val_generation_entry"] == result["best_val_generation_entry"]
+
+
+def test_scale_scan_fixed_fitness_set_search_reward_and_guard(tmp_path, caplog):
+    """Scale first (kept on disk, so a resumed search starts from the same point), one fixed fitness draw, a dense
+    fitness reward, and the guard: on the random tiny model the exact reward is 0 everywhere on validation, so
+    nothing beats x0 and x0 is returned."""
+    recipe_path = write_recipe(tmp_path, directions=2, steps=2)
+    data = hx.load_recipe(recipe_path).model_dump(mode="json")
+    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    data["tasks"][0]["test"]["limit"] = 4
+    data["tasks"][0]["reward"] = "numeric"
+    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
+                      "x0": "ones", "scale_scan": [0.5, 1.0, 2.0], "fitness_set": "fixed",
+                      "reward": "dense_reward:length_fraction"}
+    recipe = hx.recipe.recipe_from_dict(data, recipe_path)
+    run = tmp_path / "run"
+    collect(recipe, run)
+    with caplog.at_level("INFO"):
+        result = search(recipe, run, backend="hf")
+    scan = result["scale_scan"]
+    assert scan["scales"] == [0.5, 1.0, 2.0] and scan["best_scale"] in scan["scales"]
+    assert any(f > 0 for f in scan["fitness"])  # the dense fitness reward, not the exact one
+    assert scan["x0"] == [scan["best_scale"]] * 8 and scan["sigma0"] == 0.75  # median spacing × RMS of ones
+    log = [json.loads(x) for x in (run / "search" / "generations.jsonl").read_text().splitlines()]
+    assert all(v["val"] == 0.0 for r in log for v in r["val"])  # validation keeps the exact task reward
+    assert result["guard"]["kept"] == "x0" and result["rows"]["hyper-es"] == result["rows"]["x0"]
+    _, x = hx.Genome.from_json(run / "search" / "best.json")
+    assert x.tolist() == scan["x0"]
+    assert any("validation guard" in r.message and "keeping x0" in r.message for r in caplog.records)
+    (run / "search" / "result.json").unlink()
+    again = search(recipe, run, backend="hf")  # resumes from scale_scan.json and the checkpoint
+    assert again["scale_scan"] == scan and again["best_val_generation_entry"] == result["best_val_generation_entry"]
+
+
+def test_guard_keeps_the_search_only_when_it_beats_x0():
+    from types import SimpleNamespace
+
+    from hyper_es.search.start import guard
+
+    scores = {0: SimpleNamespace(reward=0.5, per_row=[1, 0, 1, 0]), 1: SimpleNamespace(reward=0.75, per_row=[1, 1, 1, 0])}
+    decision, _ = guard(lambda x: scores[x], 0, 1)
+    assert decision["kept"] == "search" and decision["better_rows"] == 1 and decision["worse_rows"] == 0
+    decision, _ = guard(lambda x: scores[x], 1, 0)
+    assert decision["kept"] == "x0" and decision["worse_rows"] == 1
+    decision, _ = guard(lambda x: scores[0], 0, 0)  # a tie is not a win
+    assert decision["kept"] == "x0"

@@ -42,6 +42,7 @@ def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
         for i in range(3):
             x = rng.uniform(-1, 2, genome.size)
             engine.set_genome(x)
+            assert engine.last_fidelity == 0.0 == engine.last_timing["fidelity"]  # fp32: the merge is installed exactly
             got = engine.generate(prompts, s)
             fresh, _ = make_generator("vllm", str(export_hf(ds, genome, x, settings, tmp_path / f"m{i}")),
                                       dtype="float32", max_model_len=512)

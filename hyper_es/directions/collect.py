@@ -91,13 +91,34 @@ def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL s
 SNAPSHOTS = "snapshots"
 
 
-def Snapshots(every: int, folder: Path):  # noqa: N802 - a callback factory, like StepLog
-    """Saves the adapter every `every` steps to folder/step-N (the baseline's accuracy-vs-steps curve)."""
+def snapshot_steps(recipe: Recipe, job: JobSpec) -> set[int]:
+    """Steps after which the baseline saves its adapter: every `baseline_snapshot_every` (its accuracy-vs-steps
+    curve) and, with `directions_from: snapshots`, the directions' cumulative steps (their boundaries)."""
+    g = recipe.gradient
+    if not job.baseline:
+        return set()
+    steps = set(range(g.baseline_snapshot_every, job.steps, g.baseline_snapshot_every)) if g.baseline_snapshot_every else set()
+    if g.directions_from == "snapshots":
+        steps |= set(snapshot_bounds(recipe))
+    return {s for s in steps if s < job.steps}
+
+
+def snapshot_bounds(recipe: Recipe) -> list[int]:
+    """Cumulative steps of the planned directions: direction k is the baseline's update from bound k-1 to k."""
+    bounds, total = [], 0
+    for job in plan_directions(recipe):
+        total += job.steps
+        bounds.append(total)
+    return bounds
+
+
+def Snapshots(steps: set[int], folder: Path):  # noqa: N802 - a callback factory, like StepLog
+    """Saves the adapter after each of `steps` to folder/step-N (before the last step; the final is the adapter)."""
     from transformers import TrainerCallback
 
     class _Snapshots(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
-            if state.global_step % every == 0 and state.global_step < state.max_steps:
+            if state.global_step in steps and state.global_step < state.max_steps:
                 model.save_pretrained(str(folder / f"step-{state.global_step}"))
 
     return _Snapshots()
@@ -151,16 +172,20 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
                              trust_remote_code=recipe.model.trust_remote_code)
     rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length)
     lora = job.lora
+    lora_cfg = peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                               target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM")
+    if recipe.gradient.lora_seed is not None:  # one LoRA init for every job; TRL's seed then drives only the data
+        torch.manual_seed(recipe.gradient.lora_seed)
+        model, lora_cfg = peft.get_peft_model(model, lora_cfg), None
     trainer = GRPOTrainer(
         model=model, processing_class=tok, reward_funcs=funcs,
         args=_grpo_config(recipe, job, trainer_dir, weights), train_dataset=datasets.Dataset.from_list(rows),
-        peft_config=peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                    target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM"),
+        peft_config=lora_cfg,
     )
     trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
     trainer.add_callback(StepLog(job.name, job.steps))
-    if job.baseline and recipe.gradient.baseline_snapshot_every:
-        trainer.add_callback(Snapshots(recipe.gradient.baseline_snapshot_every, work / "adapter" / SNAPSHOTS))
+    if snapshot_steps(recipe, job):
+        trainer.add_callback(Snapshots(snapshot_steps(recipe, job), work / "adapter" / SNAPSHOTS))
     resume = get_last_checkpoint(str(trainer_dir)) if recipe.gradient.checkpoint_every else None
     logger.info("job %s: %d steps, lr %.2g, seed %d, shard %s, %d train rows%s", job.name, job.steps,
                 job.learning_rate, job.seed, job.shard, len(rows), f" (resuming {resume})" if resume else "")
@@ -185,6 +210,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
         "tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
         "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
         "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
+        "token_curve": [[h["step"], h["num_tokens"]] for h in history if "num_tokens" in h and "reward" in h],
         "wall_seconds": seconds, "versions": versions(),
     })
     if final.exists():
@@ -240,7 +266,9 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
 
     run_dir = Path(run_dir)
     prepare_run_dir(recipe, run_dir)
-    plan = (plan_directions(recipe) if directions else []) + ([plan_baseline(recipe)] if baseline else [])
+    snapshots = recipe.gradient.directions_from == "snapshots"  # the directions come from the baseline's run
+    plan = (plan_directions(recipe) if directions and not snapshots else []) + (
+        [plan_baseline(recipe)] if baseline or (directions and snapshots) else [])
     base_hash = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
     done = []
     for i, job in enumerate(plan, 1):
@@ -252,4 +280,8 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
             logger.info("job %d/%d: %s", i, len(plan), job.name)
             run_job(recipe, job, run_dir, base_hash)
         done.append(folder)
+    if directions and snapshots:
+        from hyper_es.directions.snapshots import derive_directions
+
+        done = derive_directions(recipe, run_dir) + (done if baseline else [])
     return done

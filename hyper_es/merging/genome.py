@@ -125,12 +125,13 @@ class Genome:
         return dict(zip(self.directions, x[len(self.keys):].tolist()))
 
     def initial(self, kind: str | list[float] = "uniform", density: float = 1.0) -> np.ndarray:
-        """x0: 'uniform' (1/K each), 'ones' (plain task arithmetic), or an explicit list."""
+        """x0: 'zeros' (the base), 'uniform' (1/K each), 'ones' (plain task arithmetic), or an explicit list."""
         if isinstance(kind, list):
             return self.check(kind)
-        if kind not in ("uniform", "ones"):
-            raise HyperESError(f"unknown initial point '{kind}'; expected uniform, ones or a list")
-        c = 1.0 / len(self.directions) if kind == "uniform" else 1.0
+        starts = {"zeros": 0.0, "uniform": 1.0 / len(self.directions), "ones": 1.0}
+        if kind not in starts:
+            raise HyperESError(f"unknown initial point '{kind}'; expected zeros, uniform, ones or a list")
+        c = starts[kind]
         dens = [density] * len(self.directions) if self.per_direction_density else []
         return np.array([c] * len(self.keys) + dens, dtype=np.float64)
 
@@ -139,6 +140,12 @@ class Genome:
         lo = [self.bounds[0]] * n + [self.density_bounds[0]] * k
         hi = [self.bounds[1]] * n + [self.density_bounds[1]] * k
         return np.array(lo), np.array(hi)
+
+    def scaled(self, x, scale: float) -> np.ndarray:
+        """x with every coefficient times `scale` (densities unchanged)."""
+        x = self.check(x).copy()
+        x[: len(self.keys)] *= scale
+        return x
 
     def uniform(self, value: float) -> np.ndarray:
         """Every coefficient equal (densities at 1)."""

@@ -1,8 +1,10 @@
 """`hyper-es search`: CMA-ES over the genome, fitness = mean verified reward of greedy generations.
 
-Each generation draws one minibatch of train prompts (seeded by the generation), seen by every candidate. The
-best `rescore_top` candidates of each generation are re-scored on the validation split; the final genome is the
-best by validation, reported once on the test split next to the base (all coefficients 0) and the uniform merge.
+Optionally, a scale scan picks the start (search/start.py). Each generation draws one minibatch of train prompts
+(seeded by the generation, or one fixed draw), seen by every candidate, scored with the task's reward or
+`search.reward`. The best `rescore_top` candidates of each generation are re-scored on the validation split; the
+final genome is the best by validation, if it beats x0 there (the guard), else x0. It is reported once on the
+test split next to the base (all coefficients 0), the uniform merge and x0.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import numpy as np
 
 from hyper_es.directions import DirectionSet
 from hyper_es.engine import inplace_engine
+from hyper_es.engine.fidelity import WARN_ABOVE
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
 from hyper_es.evaluate.runner import reward_errors, score_completions
-from hyper_es.io import write_json_atomic
+from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
-from hyper_es.search.driver import Budget, CMASearch
+from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
+from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 from hyper_es.tasks import Task
 
@@ -37,6 +41,8 @@ class Score:
     tokens: int = 0
     timing: dict = field(default_factory=dict)
     reward_errors: int = 0  # reward calls that raised and scored 0
+    per_row: list[float] = field(default_factory=list)  # mean reward per problem, in row order (paired comparisons)
+    fidelity: float = 0.0  # ‖installed − intended‖ / ‖intended‖ of the update the engine served (engine/fidelity.py)
 
 
 class Scorer:
@@ -48,6 +54,7 @@ class Scorer:
     def __init__(self, engine, tokenizer, tasks: list[Task]):
         self.engine, self.tok, self.tasks = engine, tokenizer, tasks
         self._ids: dict[tuple[str, str], list[int]] = {}
+        self._fidelity_warned = False
 
     def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
         missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
@@ -64,25 +71,36 @@ class Scorer:
                     self._prompt_ids(task, rows[task.name])
 
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
-              seed: int = 0) -> Score:
+              seed: int = 0, reward=None) -> Score:
+        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward)."""
         t0, failed = time.perf_counter(), rewards.failures()
         self.engine.set_genome(x)
+        fidelity = float(getattr(self.engine, "last_fidelity", 0.0))
+        if fidelity > WARN_ABOVE and not self._fidelity_warned:
+            self._fidelity_warned = True
+            logger.warning("the installed update differs from the intended one by %.0f%%: bf16 rounds the merge "
+                           "away; set eval.dtype: float32 (logged once; fidelity_max per generation)",
+                           100 * fidelity)
         t1 = time.perf_counter()
         tasks = [t for t in self.tasks if rows.get(t.name)]
         samplings = [t.sampling(n=samples, temperature=temperature, seed=seed) for t in tasks]
         outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
                                             for t, sp in zip(tasks, samplings)])
         t2 = time.perf_counter()
-        total, weight, tokens = 0.0, 0.0, 0
+        total, weight, tokens, per_row = 0.0, 0.0, 0, []
         for task, sampling, task_outs in zip(tasks, samplings, outs):
             scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
-                scored += score_completions(self.tok, task, row, completions, sampling.stop)[1]
+                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop)
+                if reward is not None:
+                    row_scores = [float(reward(t, task.reference(row))) for t in texts]
+                scored += row_scores
+                per_row.append(float(np.mean(row_scores)))
                 tokens += sum(map(len, completions))
             total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
         timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
-        return Score(total / weight, tokens, timing, reward_errors(failed))
+        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity)
 
 
 def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
@@ -110,36 +128,50 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
     fit_pool = train or val  # tasks without a train split are searched on validation rows
 
+    if (out / CHECKPOINT).is_file():
+        read_json(out / CHECKPOINT, "delete it (and generations.jsonl) to restart the search")  # before an engine
     lo, hi = genome.lower_upper()
-    driver = CMASearch(genome.initial(s.x0, m.density), s.sigma0, lower=lo, upper=hi, popsize=s.popsize,
-                       seed=s.seed, budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
+    x0, sigma0 = genome.initial(s.x0, m.density), s.sigma0
+    fit_reward = rewards.get(s.reward) if s.reward else None
+
+    def fitness_rows(generation: int) -> dict[str, list[dict]]:
+        draw = 0 if s.fitness_set == "fixed" else generation
+        return {n: _draw(r, s.minibatch, s.seed * 100_003 + draw) for n, r in fit_pool.items()}
+
     engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
                                  fused=s.compile_merge)
     scorer = Scorer(engine, tok, tasks)
+    tracker = None
     try:
         scorer.prepare(fit_pool, val, test)
-    except BaseException:
-        engine.close()
-        raise
-    tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
-                      done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
-    try:
+
+        def fit(x, generation: int) -> Score:
+            return scorer.score(x, fitness_rows(generation), samples=s.samples, temperature=s.temperature,
+                                seed=s.seed + generation, reward=fit_reward)
+
+        scan = scale_scan(lambda x: fit(x, 0), genome, x0, s.scale_scan, out) if s.scale_scan else None
+        if scan:
+            x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
+        driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed,
+                           budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
+        tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
+                          done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
         while not driver.done():
             generation = driver.state.generation
             xs = driver.ask()
-            rows = {n: _draw(r, s.minibatch, s.seed * 100_003 + generation) for n, r in fit_pool.items()}
             scores = []
             for x in xs:
-                scores.append(scorer.score(x, rows, samples=s.samples, temperature=s.temperature,
-                                           seed=s.seed + generation))
+                scores.append(fit(x, generation))
                 tracker.candidate_done()
-            rewards = [sc.reward for sc in scores]
-            top = np.argsort(rewards)[::-1][: s.rescore_top]
-            val_scores = [{"fitness": rewards[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
+            fitness = [sc.reward for sc in scores]
+            top = np.argsort(fitness)[::-1][: s.rescore_top]
+            val_scores = [{"fitness": fitness[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
                           for i in top]
             timing = {key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")}
-            record = driver.tell(xs, rewards, tokens=sum(sc.tokens for sc in scores), **timing, val=val_scores,
-                                 reward_errors=sum(sc.reward_errors for sc in scores))
+            record = driver.tell(xs, fitness, tokens=sum(sc.tokens for sc in scores), **timing, val=val_scores,
+                                 reward_errors=sum(sc.reward_errors for sc in scores),
+                                 fidelity_max=max(sc.fidelity for sc in scores),
+                                 fidelity_mean=float(np.mean([sc.fidelity for sc in scores])))
             logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],
                         record["best"], record["mean"], record["sigma"],
                         ", ".join(f"{v['val']:.3f}" for v in record["val"]))
@@ -147,15 +179,22 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
         x_best = np.array(best["x"])
-        refs = {"base": genome.uniform(0.0), "uniform": genome.uniform(1.0 / len(ds)), "hyper-es": x_best}
+        decision, vals = guard(lambda x: scorer.score(x, val), x0, x_best) if s.guard else (None, {})
+        if decision and decision["kept"] == "x0":
+            x_best = np.asarray(x0)
+        vals["hyper-es"] = vals.get("search" if decision and decision["kept"] == "search" else "x0")
+        refs = {"base": genome.uniform(0.0), "uniform": genome.uniform(1.0 / len(ds)), "x0": np.asarray(x0),
+                "hyper-es": x_best}
         result = {"generations": state.generation, "evals": state.evals, "search_seconds": state.seconds,
-                  "stop": state.stop, "best_val_generation_entry": best, "rows": {}}
+                  "stop": state.stop, "scale_scan": scan, "guard": decision, "best_val_generation_entry": best,
+                  "rows": {}}
         for name, x in refs.items():
-            result["rows"][name] = {"val": scorer.score(x, val).reward,
+            result["rows"][name] = {"val": (vals.get(name) or scorer.score(x, val)).reward,
                                     "test": scorer.score(x, test).reward if test else None}
         engine.restore()
     finally:
-        tracker.close()
+        if tracker:
+            tracker.close()
         engine.close()
     (out / "best.json").write_text(genome.to_json(x_best))
     write_json_atomic(out / "result.json", result)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
-SCALARS = ("best", "mean", "median", "sigma", "tokens", "merge_load_s", "generate_s", "score_s", "seconds")
+SCALARS = ("best", "mean", "median", "sigma", "tokens", "merge_load_s", "generate_s", "score_s", "seconds",
+           "fidelity_max", "fidelity_mean")
 
 
 def _installed(module: str) -> bool:

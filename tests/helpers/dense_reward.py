@@ -11,3 +11,9 @@ def raises_on_digits(completion: str, reference) -> float:
     if any(c.isdigit() for c in completion):
         raise ValueError("no digits please")
     return 1.0
+
+
+
+def length_fraction(completion: str, reference) -> float:
+    """Completion length over 64 characters: > 0 for any output, even the random tiny model's."""
+    return min(1.0, len(completion) / 64)
