@@ -83,6 +83,8 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
         tok = AutoTokenizer.from_pretrained(ds.base_path)
         engine = DiskEngine(ds, genome, settings, Path(workdir), tok, **engine_kw)
     else:
+        if kind == "inplace":
+            recipe.eval.dtype = "bfloat16"  # as the disk path: the comparison is of the loops, not of dtypes
         engine, tok = inplace_engine(recipe, "vllm" if kind == "inplace" else "hf", ds, genome, settings,
                                      Path(workdir) / "engine", seed=s.seed, fused=s.compile_merge)
     startup = time.perf_counter() - t0
