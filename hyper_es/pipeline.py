@@ -21,7 +21,7 @@ def quick(recipe: Recipe) -> Recipe:
     g, s, e = data["gradient"], data["search"], data["eval"]
     g.update(directions=min(g["directions"], 2), steps=min(g["steps"], 3), jobs=g["jobs"][:2], baseline_steps=None)
     g["baseline_snapshot_every"] = 4 if g["baseline_snapshot_every"] else 0
-    s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 8), val_size=min(s["val_size"], 16),
+    s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 32), val_size=min(s["val_size"], 16),
              rescore_top=1, max_evals=None, wall_clock_s=None)
     e.update(limit=min(e["limit"] or 20, 20), k=[k for k in e["k"] if k <= 4] or [1], n=None)
     if max(e["k"]) < 4 and max(recipe.eval.k) >= 4:

@@ -132,6 +132,7 @@ def test_quick_scales_the_recipe_down():
     q = quick(recipe)
     assert q.gradient.directions == 2 and q.gradient.steps == 3 and q.gradient.baseline_snapshot_every == 4
     assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 20 and q.eval.k == [1, 4]
+    assert q.search.minibatch == 32
     assert q.name == "smollm2-135m-quick" and q.base_dir == recipe.base_dir
     from hyper_es.directions.jobs import plan_baseline, plan_directions
 

@@ -76,3 +76,17 @@ def test_guard_keeps_the_search_only_when_it_beats_x0():
     assert decision["kept"] == "x0" and decision["worse_rows"] == 1
     decision, _ = guard(lambda x: scores[0], 0, 0)  # a tie is not a win
     assert decision["kept"] == "x0"
+
+
+def test_scale_scan_ties_go_to_the_scale_nearest_one(tmp_path):
+    from types import SimpleNamespace
+
+    from hyper_es.search.start import scale_scan
+
+    genome = hx.Genome(("a", "b"), 2)
+    flat = scale_scan(lambda x: SimpleNamespace(reward=0.5, tokens=3), genome, genome.initial("ones"),
+                      [0.25, 0.5, 1.5, 1.0], tmp_path / "flat")
+    assert flat["best_scale"] == 1.0 and flat["evals"] == 4 and flat["tokens"] == 12
+    peaked = scale_scan(lambda x: SimpleNamespace(reward=float(x[0] == 0.5), tokens=1), genome,
+                        genome.initial("ones"), [0.25, 0.5, 1.0], tmp_path / "peaked")
+    assert peaked["best_scale"] == 0.5 and peaked["x0"] == [0.5] * 4

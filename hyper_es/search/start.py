@@ -34,7 +34,8 @@ def scale_scan(score, genome, x0, scales: list[float], out: Path) -> dict:
         return scan
     scores = [score(genome.scaled(x0, s)) for s in scales]
     fitness = [sc.reward for sc in scores]
-    best = int(np.argmax(fitness))
+    # Ties (common on a few dozen 0/1 rewards) go to the scale nearest 1, x0 itself.
+    best = min((i for i, f in enumerate(fitness) if f == max(fitness)), key=lambda i: abs(scales[i] - 1.0))
     ordered = sorted(scales)
     step = float(np.median(np.diff(ordered))) if len(ordered) > 1 else 1.0
     coef = np.asarray(x0[: len(genome.keys)], dtype=float)
