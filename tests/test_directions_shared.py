@@ -55,3 +55,7 @@ def test_snapshot_directions_add_up_to_the_run(tmp_path):
         torch.testing.assert_close(delta, whole.delta(0, t), rtol=0, atol=1e-6)
     again = collect(recipe, run)  # resumes: nothing retrained or rewritten
     assert again == folders
+    from hyper_es.evaluate.final import plan_rows
+
+    rows = [r.name for r in plan_rows(run, ds.names, {})]  # increments alone are not evaluated as models
+    assert rows == ["base", "uniform", "baseline"]

@@ -68,7 +68,9 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
     manifests = {n: read_manifest(run_dir / "directions" / n) for n in search_names}
     total = sum(m["optimizer_steps"] for m in manifests.values())
     rows = [Row("base", "base", pass_k=True, steps=0)]
-    rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names]
+    # A snapshot increment alone is not a model anyone trained (and the first one is a baseline snapshot): skipped.
+    rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names
+             if "derived_from" not in manifests[n]]
     rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
     baseline = run_dir / "directions" / "baseline" / "manifest.json"
     if baseline.is_file():
