@@ -42,11 +42,14 @@ def reward_errors(before: dict[str, int]) -> int:
     return sum(rewards.failures().values()) - sum(before.values())
 
 
-def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]],
-                      stop: tuple[str, ...]) -> tuple[list[str], list[float]]:
-    """Decode one problem's completions, cut them at the stop strings, and score them with the task's reward."""
+def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]], stop: tuple[str, ...],
+                      reward=None) -> tuple[list[str], list[float]]:
+    """Decode one problem's completions, cut them at the stop strings, and score them with the task's reward (or
+    `reward`, a callable, in its place)."""
     texts = [truncate_at_stop(tokenizer.decode(ids, skip_special_tokens=True), stop) for ids in outs]
-    return texts, [task.score(t, row) for t in texts]
+    if reward is None:
+        return texts, [task.score(t, row) for t in texts]
+    return texts, [float(reward(t, task.reference(row))) for t in texts]
 
 
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,

@@ -91,9 +91,7 @@ class Scorer:
         for task, sampling, task_outs in zip(tasks, samplings, outs):
             scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
-                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop)
-                if reward is not None:
-                    row_scores = [float(reward(t, task.reference(row))) for t in texts]
+                row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)[1]
                 scored += row_scores
                 per_row.append(float(np.mean(row_scores)))
                 tokens += sum(map(len, completions))
