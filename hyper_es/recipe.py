@@ -281,6 +281,8 @@ class EvalConfig(Strict):
     batch_size: PosInt = 32
     seed: NonNegInt = 0
     limit: PosInt | None = None
+    pass_k_limit: PosInt | None = Field(
+        None, description="sample Pass@k on only the first N test problems per task (greedy still on all)")
 
     @model_validator(mode="after")
     def _n_covers_k(self) -> EvalConfig:

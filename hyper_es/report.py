@@ -132,23 +132,39 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                 if all(k in res for res in r["results"].values())}
         results = {t: {k: v for k, v in res.items() if k != "records"} for t, res in r["results"].items()}
         out.append({"name": r["name"], "kind": r["kind"], "optimizer_steps": steps, "train_tokens": tokens,
-                    "search_tokens": search_tokens, "wall_s": wall, "results": results, "mean": mean})
+                    "search_tokens": search_tokens, "wall_s": wall, "results": results, "mean": mean,
+                    **({"val": r["val"]} if "val" in r else {})})
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
+    best = baseline_best(rows)
+    refs = {"baseline": "baseline", **({"baseline-best": best["name"]} if best else {}), "base": "base"}
     paired = paired_differences(rows, tasks, trained_tasks(recipe, tasks), B=B or stats.B_DEFAULT,
-                                seed=stats.SEED_DEFAULT if seed is None else seed)
+                                seed=stats.SEED_DEFAULT if seed is None else seed, refs=refs)
     return {"recipe": recipe.name, "model": recipe.model.name, "tasks": tasks,
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
-                     "limit": e.limit, "greedy": "temperature 0, one completion"},
-            "rows": out, "paired": paired, "search": search}
+                     "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
+            "rows": out, "baseline_best": best, "paired": paired, "search": search}
 
 
-PAIRED_REFERENCES = ("baseline", "base")
+def baseline_best(rows: list[dict]) -> dict | None:
+    """The GRPO-LoRA baseline's best adapter by validation (its snapshots and final, scored greedy on the search's
+    validation rows by the final evaluation): early stopping, chosen without looking at test. Ties: fewer steps."""
+    scored = [r for r in rows if r["kind"] in ("baseline", "baseline-snapshot") and "val" in r]
+    if not scored:
+        return None
+    best = max(scored, key=lambda r: (r["val"]["mean"], -(r["steps"] or 0)))
+    return {"name": best["name"], "steps": best["steps"], "val": best["val"]["mean"],
+            "rows": best["val"]["rows"], "candidates": {r["name"]: r["val"]["mean"] for r in scored}}
 
 
-def paired_differences(rows: list[dict], tasks: list[str], trained: list[str], *, B: int, seed: int) -> dict:
-    """Greedy accuracy of every row minus each reference row (the GRPO-LoRA baseline, the base), per task and
-    pooled, on the same problems (matched by id), with the paired bootstrap percentile 95% CI.
+REFERENCES = {"baseline": "baseline", "base": "base"}  # label -> row name
+
+
+def paired_differences(rows: list[dict], tasks: list[str], trained: list[str], *, B: int, seed: int,
+                       refs: dict[str, str] | None = None) -> dict:
+    """Greedy accuracy of every row minus each reference row (`refs`, label → row name: by default the GRPO-LoRA
+    baseline and the base), per task and pooled, on the same problems (matched by id), with the paired bootstrap
+    percentile 95% CI.
 
     Pooled: the mean over tasks of the per-task differences, every task weighing the same (as the report's `mean`),
     resampling problems within each task (stratified). `trained`: over the tasks the directions were trained on;
@@ -164,19 +180,20 @@ def paired_differences(rows: list[dict], tasks: list[str], trained: list[str], *
     pooled = {"trained": trained} if trained else {}
     if set(tasks) != set(trained):
         pooled["all"] = tasks
-    vs = {}
-    for ref in (r for r in rows if r["name"] in PAIRED_REFERENCES and have[r["name"]]):
-        vs[ref["name"]] = {}
+    vs, by_name = {}, {r["name"]: r for r in rows}
+    for label, ref in ((k, by_name[n]) for k, n in (refs or REFERENCES).items() if n in by_name and have[n]):
+        vs[label] = {}
         for row in (r for r in rows if r["name"] != ref["name"] and have[r["name"]]):
             strata = {}
             for t in tasks:
                 (a_ids, a), (b_ids, b) = greedy(row, t), greedy(ref, t)
                 strata[t] = stats.align(a_ids, a, b_ids, b, what=f"{row['name']} vs {ref['name']}, {t}")
-            vs[ref["name"]][row["name"]] = {
+            vs[label][row["name"]] = {
                 "tasks": {t: stats.paired_bootstrap([strata[t]], B=B, seed=seed).to_dict() for t in tasks},
                 "pooled": {p: stats.paired_bootstrap([strata[t] for t in ts], B=B, seed=seed).to_dict()
                            for p, ts in pooled.items()}}
     return {"metric": "greedy", "difference": "row - reference, accuracy (0-1)", "B": B, "seed": seed,
+            "references": {k: n for k, n in (refs or REFERENCES).items() if k in vs},
             "level": stats.LEVEL_DEFAULT, "ci": "percentile", "pooling": "mean over tasks, equal weights; "
             "problems resampled within each task", "pooled": pooled, "vs": vs,
             "without_records": [r["name"] for r in rows if not have[r["name"]]]}
@@ -253,11 +270,15 @@ def report_markdown(report: dict) -> str:
         body = [[r["name"], t, *[_fmt(res.get(m)) for m in ("greedy", *ks)]]
                 for r in sampled for t, res in [*((t, r["results"].get(t, {})) for t in report["tasks"]),
                                                  *([("mean", r["mean"])] * (len(report["tasks"]) > 1))]]
-        lines += ["", "## Pass@k", "", *_md_tables(["model", "task", "greedy", *ks], body, left=2)]
+        subset = f"First {e['pass_k_limit']} problems of each test set. " if e.get("pass_k_limit") else ""
+        lines += ["", "## Pass@k", "", *([subset, ""] if subset else []), *_md_tables(["model", "task", "greedy", *ks], body, left=2)]
     paired = report.get("paired")
     if paired:
         pooled = "; ".join(f"{p}: {', '.join(ts)}" for p, ts in paired["pooled"].items())
-        for ref, title in (("baseline", "the GRPO-LoRA baseline"), ("base", "the base model")):
+        best = (report.get("baseline_best") or {}).get("name")
+        for ref, title in (("baseline", "the GRPO-LoRA baseline (final adapter)"),
+                           ("baseline-best", f"the GRPO-LoRA baseline's best adapter by validation ({best})"),
+                           ("base", "the base model")):
             if ref not in paired["vs"]:
                 continue
             lines += ["", f"## Paired differences vs {ref}", "",
@@ -277,15 +298,18 @@ def report_markdown(report: dict) -> str:
 
 
 def report_table(report: dict, console: Console | None = None) -> Table:
-    """Greedy accuracy per task and cost of every row, then the paired differences vs the GRPO-LoRA baseline;
-    both fit 120 columns. Returns the first table."""
+    """Greedy accuracy per task and cost of every row, then the paired differences vs the GRPO-LoRA baseline (and
+    vs its best adapter by validation when that is a snapshot); all fit 120 columns. Returns the first table."""
     if console is None and not Console().is_terminal:
         console = Console(width=WIDTH)  # logs and CI
+    best = (report.get("baseline_best") or {}).get("name")
     tables = []
     for title, (head, body) in ((f"{report['recipe']}: greedy accuracy on the held-out test sets",
                                  _greedy_columns(report)),
                                 ("greedy accuracy − GRPO-LoRA baseline, points, with the paired bootstrap 95% CI",
-                                 _paired_columns(report, "baseline"))):
+                                 _paired_columns(report, "baseline")),
+                                *([(f"greedy accuracy − the baseline's best by validation ({best}), points, 95% CI",
+                                    _paired_columns(report, "baseline-best"))] if best not in (None, "baseline") else [])):
         if not body and tables:
             continue
         head = [{"train tokens": "train tok", "search tokens": "search tok"}.get(h, h) for h in head]

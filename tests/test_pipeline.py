@@ -21,7 +21,7 @@ def tiny_run(tmp_path_factory):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=3, baseline_snapshot_every=2)  # baseline: ceil(9 / 0.9) = 10 steps
     data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
-    data["eval"].update(k=[1, 2], n=2)
+    data["eval"].update(k=[1, 2], n=2, pass_k_limit=10)
     folder = tmp_path_factory.mktemp("pipeline")
     recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
     report = run(recipe, folder / "run", backend="hf")
@@ -61,8 +61,9 @@ def test_per_problem_records_and_paired_differences(tiny_run):
         assert len(rec["ids"]) == len(rec["greedy"]) == res["problems"] == 16
         assert sum(rec["greedy"]) / 16 == res["greedy"]
         assert ("correct" in rec) == (name in ("base", "baseline", "hyper-es"))
-        if "correct" in rec:
-            assert rec["n"] == 2 and len(rec["correct"]) == 16 and all(0 <= c <= 2 for c in rec["correct"])
+        if "correct" in rec:  # Pass@k sampled on the first pass_k_limit problems only
+            assert rec["n"] == 2 and len(rec["correct"]) == 10 and all(0 <= c <= 2 for c in rec["correct"])
+            assert res["pass_k_problems"] == 10 and res["pass@2"] == sum(c > 0 for c in rec["correct"]) / 10
         assert "records" not in rows[name]["results"]["chain_sum"]  # report.json stays small
     paired = report["paired"]
     assert paired["without_records"] == [] and paired["pooled"] == {"trained": ["chain_sum"]}
@@ -72,6 +73,28 @@ def test_per_problem_records_and_paired_differences(tiny_run):
     assert h["tasks"]["chain_sum"]["diff"] == pytest.approx(want) == h["pooled"]["trained"]["diff"]
     assert h["tasks"]["chain_sum"]["low"] <= h["tasks"]["chain_sum"]["diff"] <= h["tasks"]["chain_sum"]["high"]
     assert (run_dir / "geometry.json").is_file() and (run_dir / "search" / "best.json").is_file()
+
+
+def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
+    """The baseline and each snapshot carry a greedy validation score (the search's val rows); the report names
+    the best (ties: fewer steps) and pairs every row with it too."""
+    recipe, run_dir, report = tiny_run
+    rows = {r["name"]: r for r in report["rows"]}
+    scored = {n: r["val"]["mean"] for n, r in rows.items() if "val" in r}
+    assert set(scored) == {"baseline@2", "baseline@4", "baseline@6", "baseline@8", "baseline"}
+    assert all(rows[n]["val"]["rows"] == recipe.search.val_size for n in scored)
+    best = report["baseline_best"]
+    top = max(scored.values())
+    assert best["val"] == top and best["name"] == min((n for n in scored if scored[n] == top),
+                                                      key=lambda n: rows[n]["optimizer_steps"])
+    assert best["candidates"] == scored and report["paired"]["references"]["baseline-best"] == best["name"]
+    assert set(report["paired"]["vs"]["baseline-best"]) == set(rows) - {best["name"]}
+    assert "## Paired differences vs baseline-best" in (run_dir / "report.md").read_text()
+    # validation only (to choose a learning rate before the rest): the same scores, read back from eval/val/
+    from hyper_es.evaluate.final import evaluate_run
+
+    vals = evaluate_run(recipe, run_dir, backend="hf", test=False)
+    assert {r["name"]: r["val"]["mean"] for r in vals} == scored
 
 
 def test_raw_rows_are_base_plus_delta_exactly(tiny_run):

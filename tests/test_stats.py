@@ -158,3 +158,19 @@ def test_paired_differences_in_the_report():
     hyper["results"]["gsm8k"]["records"]["ids"][0] = "other"
     with pytest.raises(HyperESError, match="hyper-es vs base.*gsm8k.*different problems"):
         paired_differences(rows, tasks, [], B=100, seed=0)
+
+
+def test_baseline_best_by_validation_ties_go_to_fewer_steps():
+    from hyper_es.report import baseline_best
+
+    def row(name, kind, steps, val=None):
+        return {"name": name, "kind": kind, "steps": steps, "results": {},
+                **({"val": {"mean": val, "rows": 200, "tasks": {}}} if val is not None else {})}
+
+    rows = [row("base", "base", 0), row("baseline@6", "baseline-snapshot", 6, 0.40),
+            row("baseline@12", "baseline-snapshot", 12, 0.45), row("baseline@18", "baseline-snapshot", 18, 0.45),
+            row("baseline", "baseline", 27, 0.43), row("hyper-es", "hyper-es", 24, 0.9)]
+    best = baseline_best(rows)
+    assert best["name"] == "baseline@12" and best["val"] == 0.45 and best["steps"] == 12
+    assert set(best["candidates"]) == {"baseline@6", "baseline@12", "baseline@18", "baseline"}
+    assert baseline_best([row("base", "base", 0), row("baseline", "baseline", 27)]) is None

@@ -9,7 +9,11 @@ exactly. So one engine serves every row, re-merged in place, as in the search.
 Each row's results are written to RUN/eval/<row>.json as soon as they exist; a re-run skips finished rows. Per task
 they keep, besides the aggregates, per-problem records for paired comparisons (`hyper_es.evaluate.stats`):
 `{"ids": [...], "greedy": [0/1 ...]}`, and for Pass@k rows `"n"` (samples per problem) and `"correct"` (how many
-of them were correct). A completion is correct when its reward is >= 1, as in `evaluate_task`.
+of them were correct), for the first `len(correct)` problems (`eval.pass_k_limit`). A completion is correct when its
+reward is >= 1, as in `evaluate_task`.
+
+The baseline and its snapshots are also scored greedy on the search's validation rows (RUN/eval/val/<row>.json), so
+the report can name the baseline's best adapter by validation (early stopping) without looking at test.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import evaluate_task
 from hyper_es.directions.manifest import read_manifest
-from hyper_es.io import read_json, write_text_atomic
+from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
@@ -102,18 +106,25 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
     return genome.vector(named, dens)
 
 
-def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> list[dict]:
-    """Evaluate every row (resuming), and return their results in row order."""
+BASELINE_KINDS = ("baseline", "baseline-snapshot")  # scored on validation too (eval/val/<row>.json)
+
+
+def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
+    """Evaluate every row (resuming), and return their results in row order. `test=False`: only the baseline
+    rows' validation scores (to choose a learning rate or a snapshot before anything else is evaluated); returns
+    those, as {"name", "kind", "steps", "val"} per baseline row."""
     run_dir = Path(run_dir)
     out = run_dir / EVAL_DIR
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "val").mkdir(parents=True, exist_ok=True)
     m, e = recipe.merge, recipe.eval
     backend = backend or e.backend
     ds, search_ds, snapshots = eval_set(run_dir)
     search_names = search_ds.names
     rows = plan_rows(run_dir, search_names, snapshots)
-    todo = [r for r in rows if not (out / f"{r.name}.json").is_file()]
-    if todo:
+    val = validation_tasks(recipe)
+    val_todo = [r for r in rows if r.kind in BASELINE_KINDS and val and not (out / "val" / f"{r.name}.json").is_file()]
+    todo = [r for r in rows if test and not (out / f"{r.name}.json").is_file()]
+    if todo or val_todo:
         # The layout of the searched genome (best.json), else the recipe's; one density per direction.
         layout, settings = recipe_genome(recipe, search_ds)
         layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
@@ -123,30 +134,60 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
         engine.show_progress = True
         try:
-            for row in todo:
+            val_names, test_names = {r.name for r in val_todo}, {r.name for r in todo}
+            for row in (r for r in rows if r.name in val_names | test_names):
                 engine.set_genome(row_vector(row, genome, search_names, m.density, m.lam))
-                results = {}
-                for task in tasks:
-                    greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
-                    results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems,
-                                          "tokens": greedy.tokens, "records": greedy_records(greedy.records)}
-                    if row.pass_k:  # every k = 1…n, for the curve; the recipe's k are reported by name
-                        n = e.n or max(e.k)
-                        sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=e.limit,
-                                                sampling=task.sampling(n=n, temperature=e.temperature,
-                                                                       top_p=e.top_p, seed=e.seed))
-                        results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
-                                                  n=n, temperature=e.temperature, tokens=greedy.tokens + sampled.tokens,
-                                                  pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
-                        rec = results[task.name].pop("records")  # records last: the file reads top down
-                        results[task.name]["records"] = {**rec, **sampled_records(sampled.records, rec["ids"])}
-                logger.info("eval %s: %s", row.name, json.dumps(
-                    {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
-                write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
-                                                     "results": results})
+                if row.name in val_names:
+                    scores = validation_scores(engine, tok, val, recipe.search.val_size)
+                    logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
+                    write_json_atomic(out / "val" / f"{row.name}.json", scores)
+                if row.name in test_names:
+                    results = score_test_sets(engine, tok, tasks, e, pass_k=row.pass_k)
+                    logger.info("eval %s: %s", row.name, json.dumps(
+                        {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
+                    write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
+                                                         "results": results})
         finally:
             engine.close()
-    return [_read_row(out / f"{r.name}.json") for r in rows]
+    if not test:
+        return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
+                for r in rows if r.kind in BASELINE_KINDS and val]
+    return [{**_read_row(out / f"{r.name}.json"),
+             **({"val": _read_val(out, r.name)} if r.kind in BASELINE_KINDS and val else {})} for r in rows]
+
+
+def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:
+    """One row on every test set: greedy with per-problem records; with `pass_k`, also n samples per problem (on
+    the first `eval.pass_k_limit` problems) for Pass@k at every k = 1…n (the recipe's k are reported by name)."""
+    results = {}
+    for task in tasks:
+        greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
+        results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems, "tokens": greedy.tokens,
+                              "records": greedy_records(greedy.records)}
+        if pass_k:
+            n = e.n or max(e.k)
+            limit = min(filter(None, (e.limit, e.pass_k_limit)), default=None)
+            sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=limit,
+                                    sampling=task.sampling(n=n, temperature=e.temperature, top_p=e.top_p, seed=e.seed))
+            results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
+                                      n=n, temperature=e.temperature, pass_k_problems=sampled.problems,
+                                      tokens=greedy.tokens + sampled.tokens,
+                                      pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
+            rec = results[task.name].pop("records")  # records last: the file reads top down
+            results[task.name]["records"] = {**rec, **sampled_records(sampled.records, rec["ids"])}
+    return results
+
+
+def validation_tasks(recipe: Recipe) -> list[Task]:
+    """The tasks whose validation rows the search's guard used (search.tasks, else every task with a val split)."""
+    names = recipe.search.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    return [Task(recipe.task(n), recipe.base_dir) for n in names if recipe.task(n).val is not None]
+
+
+def validation_scores(engine, tok, tasks: list[Task], size: int) -> dict:
+    """Greedy accuracy on each task's first `size` validation rows (the search's val_size) and their mean."""
+    per = {t.name: evaluate_task(engine, tok, t, split="val", limit=size).pass_at[1] for t in tasks}
+    return {"tasks": per, "mean": sum(per.values()) / len(per), "rows": size}
 
 
 def greedy_records(records: list[dict]) -> dict:
@@ -157,7 +198,7 @@ def greedy_records(records: list[dict]) -> dict:
 def sampled_records(records: list[dict], ids: list[str]) -> dict:
     """Samples per problem (`n`: one number when every problem has the same) and how many were correct, in the
     order of the greedy records' `ids`."""
-    if [r["id"] for r in records] != ids:
+    if [r["id"] for r in records] != ids[: len(records)]:
         raise DataError("the sampled and greedy evaluations saw different problems (the task's rows changed?)")
     ns = [len(r["scores"]) for r in records]
     return {"n": ns[0] if len(set(ns)) == 1 else ns, "correct": [sum(s >= 1.0 for s in r["scores"]) for r in records]}
@@ -179,6 +220,14 @@ def write_row(path: Path, data: dict) -> None:
     write_text_atomic(path, text)
 
 
+def _read_val(out: Path, name: str) -> dict:
+    path = out / "val" / f"{name}.json"
+    data = read_json(path, "delete it to score this row on validation again")
+    if not (isinstance(data, dict) and isinstance(data.get("mean"), (int, float)) and isinstance(data.get("rows"), int)):
+        raise DataError(f"{path}: not a validation score (expected mean, rows, tasks); delete it to score again")
+    return data
+
+
 def _read_row(path: Path) -> dict:
     fix = "delete it to evaluate this row again"
     data = read_json(path, fix)
@@ -189,8 +238,9 @@ def _read_row(path: Path) -> dict:
         if rec is None:
             continue
         ids = rec.get("ids") if isinstance(rec, dict) else None
-        lists = [rec.get(k) for k in ("greedy", "correct") if k in rec] if isinstance(rec, dict) else []
-        if not (isinstance(ids, list) and all(isinstance(v, list) and len(v) == len(ids) for v in lists)
+        greedy, correct = (rec.get("greedy"), rec.get("correct", [])) if isinstance(rec, dict) else (None, None)
+        if not (isinstance(ids, list) and isinstance(greedy, list) and len(greedy) == len(ids)
+                and isinstance(correct, list) and len(correct) <= len(ids)
                 and len(ids) == res.get("problems", len(ids))):
             raise DataError(f"{path}: {task}: damaged per-problem records (ids, greedy and correct must be lists "
                             f"of one entry per problem); {fix}")
