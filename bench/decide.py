@@ -11,6 +11,9 @@
 3. Each seed's artefacts (no weights) are copied to `--results/seed<N>/`; `summary.json`/`summary.md` give, per
    seed and pooled over seeds (problems resampled within each seed × task), Hyper-ES − the better of the two
    baseline rows with paired bootstrap 95% CIs, the step ratio, GSM8K, and whether the goal is reached.
+4. `--ablate NAME…` (seed `--lr-seed`, the chosen lr): the search again with one setting changed (`ABLATIONS`),
+   on the same directions unless the change is in the gradient stage; measured on the validation guard's rows
+   (search/result.json), written to `--results/ablation/<name>/` and `ablation.md`.
 Every stage resumes from its run folder (`--root`), so the experiment can span sessions.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -35,8 +39,19 @@ COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/gene
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json"]
 
 
-def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None):
+ABLATIONS = {  # name -> recipe overrides (section.field); each changes one thing of the main recipe
+    "bf16": {"eval.dtype": "bfloat16"},
+    "dare_ties": {"merge.method": "dare_ties", "merge.density": 0.5},
+    "per_generation": {"search.fitness_set": "per_generation"},
+    "jobs": {"gradient.directions_from": "jobs", "gradient.lora_seed": 0},  # 4 independent 6-step jobs, shared A
+}
+
+
+def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None, overrides: dict | None = None):
     data = load_recipe(path).model_dump(mode="json")
+    for key, value in (overrides or {}).items():
+        section, field = key.split(".")
+        data[section][field] = value
     data["gradient"].update(learning_rate=lr, seed=seed)
     data["search"]["seed"] = seed
     data["eval"]["pass_k_limit"] = pass_k_limit
@@ -79,6 +94,50 @@ def run_seed(args, lr: float, seed: int) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(run_dir / rel, dest / rel)
     return dest
+
+
+def ablate(args, lr: float, name: str) -> dict:
+    """The search with one setting changed, on seed `--lr-seed`; the directions are the main run's (hard links)
+    unless the change is in the gradient stage."""
+    from hyper_es.directions.collect import collect
+    from hyper_es.search.run import search
+
+    overrides = ABLATIONS[name]
+    recipe = variant(args.recipe, lr=lr, seed=args.lr_seed, pass_k_limit=args.pass_k_limit, overrides=overrides)
+    run_dir = args.root / f"ablate-{name}-seed{args.lr_seed}"
+    if any(k.startswith("gradient.") for k in overrides):
+        collect(recipe, run_dir)
+    elif not (run_dir / "directions").is_dir():
+        main = args.root / f"seed{args.lr_seed}-lr{lr:g}" / "directions"
+        shutil.copytree(main.resolve(), run_dir / "directions", copy_function=os.link)
+    if not (run_dir / "search" / "result.json").is_file():
+        search(recipe, run_dir, score_test=False)
+    dest = args.results / "ablation" / name
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in ("search/result.json", "search/generations.jsonl", "search/scale_scan.json", "geometry.json"):
+        if (run_dir / rel).is_file():
+            shutil.copy2(run_dir / rel, dest / Path(rel).name)
+    write_json_atomic(dest / "overrides.json", overrides)
+    return read_json(run_dir / "search" / "result.json", "")
+
+
+def ablation_markdown(results: Path, seed: int) -> str:
+    """One line per search: the main run's and each ablation's, on the validation guard's rows."""
+    lines = [f"# Ablations (seed {seed}): validation accuracy (greedy, the guard's rows), one change each", "",
+             "| search | overrides | x0 | searched | kept | better/worse rows | hyper-es | search s |",
+             "|---|---|---|---|---|---|---|---|"]
+    entries = [("main", {}, results / f"seed{seed}" / "search" / "result.json")]
+    entries += [(n, ABLATIONS[n], results / "ablation" / n / "result.json") for n in ABLATIONS]
+    for name, over, path in entries:
+        if not path.is_file():
+            continue
+        r = read_json(path, "")
+        g = r.get("guard") or {}
+        lines.append(f"| {name} | {', '.join(f'{k}={v}' for k, v in over.items()) or 'the recipe'} | "
+                     f"{g.get('x0_val', 0):.3f} | {g.get('best_val', 0):.3f} | {g.get('kept')} | "
+                     f"{g.get('better_rows')}/{g.get('worse_rows')} | {r['rows']['hyper-es']['val']:.3f} | "
+                     f"{r['search_seconds']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def _greedy(folder: Path, row: str, task: str):
@@ -157,6 +216,7 @@ def main() -> None:
     p.add_argument("--lr-seed", type=int, default=0)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--pass-k-limit", type=int, default=200)
+    p.add_argument("--ablate", nargs="*", default=[], choices=list(ABLATIONS))
     p.add_argument("--summary-only", action="store_true")
     args = p.parse_args()
     from hyper_es.progress import setup_logging
@@ -171,7 +231,12 @@ def main() -> None:
         for seed in args.seeds:
             run_seed(args, lr["chosen"], seed)
             write_summary(args, lr)
+        for name in args.ablate:
+            ablate(args, lr["chosen"], name)
+            (args.results / "ablation.md").write_text(ablation_markdown(args.results, args.lr_seed))
     write_summary(args, lr)
+    if (args.results / "ablation").is_dir():
+        (args.results / "ablation.md").write_text(ablation_markdown(args.results, args.lr_seed))
     print(f"command: python {' '.join(sys.argv)}")
 
 
