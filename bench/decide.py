@@ -214,7 +214,7 @@ def main() -> None:
     p.add_argument("--results", type=Path, default=ROOT / "bench/results/decide")
     p.add_argument("--lrs", type=float, nargs="+", default=[2.5e-4, 5e-4, 1e-3])
     p.add_argument("--lr-seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--seeds", type=int, nargs="*", default=[0, 1], help="none: only the ablations (another process)")
     p.add_argument("--pass-k-limit", type=int, default=200)
     p.add_argument("--ablate", nargs="*", default=[], choices=list(ABLATIONS))
     p.add_argument("--summary-only", action="store_true")
@@ -234,7 +234,8 @@ def main() -> None:
         for name in args.ablate:
             ablate(args, lr["chosen"], name)
             (args.results / "ablation.md").write_text(ablation_markdown(args.results, args.lr_seed))
-    write_summary(args, lr)
+    if args.seeds:
+        write_summary(args, lr)
     if (args.results / "ablation").is_dir():
         (args.results / "ablation.md").write_text(ablation_markdown(args.results, args.lr_seed))
     print(f"command: python {' '.join(sys.argv)}")
