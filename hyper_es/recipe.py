@@ -291,6 +291,32 @@ class EvalConfig(Strict):
         return self
 
 
+class ESConfig(Strict):
+    """Full-parameter evolution strategies (hyper_es.es): member i is θ + σ·εᵢ, with εᵢ generated in the engine
+    from (seed, tensor name); θ ← θ + α/(Nσ)·Σ zᵢ·εᵢ. Fitness rows, reward, guard and validation: as `search`."""
+
+    scope: Literal["full", "all_linear"] = Field(
+        "all_linear", description="full: every tensor of the checkpoint; all_linear: the 2-D weights in the layers")
+    population: Annotated[int, Field(ge=2)] = 16
+    iterations: PosInt = 10
+    sigma: Annotated[float, Field(gt=0)] = 1e-3
+    sigma_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    sigma_min: Annotated[float, Field(ge=0)] = 0.0
+    warmup: NonNegInt = 0
+    alpha: Annotated[float, Field(gt=0)] = 5e-4
+    normalise: Literal["zscore", "centred_rank", "none"] = "zscore"
+    antithetic: bool = False
+    seed: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _even_pairs(self) -> ESConfig:
+        if self.antithetic and self.population % 2:
+            raise ValueError(f"antithetic pairs need an even population, got {self.population}")
+        if self.sigma_min > self.sigma:
+            raise ValueError(f"sigma_min ({self.sigma_min}) must not exceed sigma ({self.sigma})")
+        return self
+
+
 class Recipe(Strict):
     name: str
     model: ModelConfig
@@ -299,6 +325,7 @@ class Recipe(Strict):
     merge: MergeConfig = Field(default_factory=MergeConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    es: ESConfig = Field(default_factory=ESConfig)
     threads: PosInt = Field(1, description="torch intra-op threads (1 when another process shares the cores)")
 
     _path: Path | None = PrivateAttr(default=None)

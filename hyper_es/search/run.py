@@ -101,6 +101,23 @@ class Scorer:
         return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity)
 
 
+def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], dict[str, list[dict]]]:
+    """The searched tasks (search.tasks, else those with a val split), their fitness pool (train rows; tasks without
+    a train split are searched on validation rows) and their first val_size validation rows."""
+    s = recipe.search
+    names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
+    train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
+    val = {t.name: t.rows("val")[: s.val_size] for t in tasks}
+    return tasks, train or val, val
+
+
+def fitness_rows(pool: dict[str, list[dict]], s, generation: int) -> dict[str, list[dict]]:
+    """The generation's minibatch per task: one fixed draw (`fitness_set: fixed`) or one per generation."""
+    draw = 0 if s.fitness_set == "fixed" else generation
+    return {n: _draw(r, s.minibatch, s.seed * 100_003 + draw) for n, r in pool.items()}
+
+
 def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(rows, min(n, len(rows)))
 
@@ -119,22 +136,14 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         raise DataError(f"{run_dir}/directions: trained on '{ds.base}', but the recipe's model.name is "
                         f"'{recipe.model.name}'")
     genome, settings = recipe_genome(recipe, ds)
-    names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
-    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
-    train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
-    val = {t.name: t.rows("val")[: s.val_size] for t in tasks}
+    tasks, fit_pool, val = fitness_splits(recipe)
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
-    fit_pool = train or val  # tasks without a train split are searched on validation rows
 
     if (out / CHECKPOINT).is_file():
         read_json(out / CHECKPOINT, "delete it (and generations.jsonl) to restart the search")  # before an engine
     lo, hi = genome.lower_upper()
     x0, sigma0 = genome.initial(s.x0, m.density), s.sigma0
     fit_reward = rewards.get(s.reward) if s.reward else None
-
-    def fitness_rows(generation: int) -> dict[str, list[dict]]:
-        draw = 0 if s.fitness_set == "fixed" else generation
-        return {n: _draw(r, s.minibatch, s.seed * 100_003 + draw) for n, r in fit_pool.items()}
 
     engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
                                  fused=s.compile_merge)
@@ -144,7 +153,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         scorer.prepare(fit_pool, val, test)
 
         def fit(x, generation: int) -> Score:
-            return scorer.score(x, fitness_rows(generation), samples=s.samples, temperature=s.temperature,
+            return scorer.score(x, fitness_rows(fit_pool, s, generation), samples=s.samples, temperature=s.temperature,
                                 seed=s.seed + generation, reward=fit_reward)
 
         scan = scale_scan(lambda x: fit(x, 0), genome, x0, s.scale_scan, out) if s.scale_scan else None

@@ -54,11 +54,16 @@ def guard(val_score, x0, x_best) -> tuple[dict, dict]:
     """Keep the searched genome only if it beats x0 on the validation rows (the same rows, so paired).
     Returns the decision and the two validation Scores {"x0": ..., "search": ...}."""
     start, found = val_score(x0), val_score(x_best)
+    return guard_decision(start, found), {"x0": start, "search": found}
+
+
+def guard_decision(start, found, what: str = "searched genome") -> dict:
+    """Keep `found` only if its validation score is strictly higher than `start`'s (Scores of the same rows)."""
     diff = np.asarray(found.per_row) - np.asarray(start.per_row)
     kept = "search" if found.reward > start.reward else "x0"
     decision = {"x0_val": start.reward, "best_val": found.reward, "kept": kept, "rows": int(diff.size),
                 "better_rows": int((diff > 0).sum()), "worse_rows": int((diff < 0).sum())}
     log = logger.info if kept == "search" else logger.warning
-    log("validation guard: searched genome %.3f vs x0 %.3f on %d rows (%d better, %d worse): keeping %s",
+    log("validation guard: %s %.3f vs start %.3f on %d rows (%d better, %d worse): keeping %s", what,
         found.reward, start.reward, diff.size, decision["better_rows"], decision["worse_rows"], kept)
-    return decision, {"x0": start, "search": found}
+    return decision

@@ -1,0 +1,63 @@
+"""ES engines: a resident model whose θ lives in an fp32 master copy; `set_genome(Member(seed, scale))` installs
+θ + scale·ε(seed) and `set_genome(None)` installs θ itself, exactly (from the master). So the search's `Scorer`
+scores ES members unchanged, and the driver sends only seeds and scales."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from hyper_es.engine.hf import HFGenerator
+from hyper_es.errors import HyperESError
+from hyper_es.es.noise import noise
+from hyper_es.es.update import apply_update
+
+
+@dataclass(frozen=True)
+class Member:
+    seed: int
+    scale: float  # ±σ (the mirror of an antithetic pair has −σ)
+
+
+def es_tensors(names_shapes: dict[str, tuple[int, ...]], scope: str, layer_pattern: str) -> list[str]:
+    """The tensors ES perturbs: every checkpoint tensor (`full`), or the 2-D weights inside the layers."""
+    if scope == "full":
+        return sorted(names_shapes)
+    if scope == "all_linear":
+        layer = re.compile(layer_pattern)
+        return sorted(n for n, s in names_shapes.items() if len(s) == 2 and layer.search(n))
+    raise HyperESError(f"es.scope: unknown scope '{scope}' (expected full or all_linear)")
+
+
+class HFES(HFGenerator):
+    """HF backend: the perturbed parameters are overwritten in place (θ + scale·ε cast to the model's dtype)."""
+
+    def __init__(self, model, tokenizer, names: list[str], *, batch_size: int = 32, max_model_len: int | None = None):
+        super().__init__(model, tokenizer, batch_size=batch_size, max_model_len=max_model_len)
+        params = dict(model.named_parameters())  # tied weights appear once
+        missing = [n for n in names if n not in params]
+        if missing:
+            raise HyperESError(f"the model has no parameter '{missing[0]}'")
+        self.params = {n: params[n] for n in names}
+        self.master = {n: p.detach().to(torch.float32).clone() for n, p in self.params.items()}
+        self.last_fidelity = 0.0
+
+    @torch.no_grad()
+    def set_genome(self, member: Member | None) -> None:
+        for n, p in self.params.items():
+            w = self.master[n]
+            if member is not None:
+                w = w + member.scale * noise(member.seed, n, w.shape, device=w.device)
+            p.copy_(w.to(p.dtype))
+
+    def restore(self) -> None:
+        self.set_genome(None)
+
+    def update(self, seeds, z, sigma: float, alpha: float, signs) -> None:
+        apply_update(self.master, seeds, z, sigma, alpha, signs)
+        self.set_genome(None)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        return self.master

@@ -1,0 +1,100 @@
+"""`hyper-es es`: full-parameter ES on the recipe's tasks, with the search's fitness rows, reward and guard.
+
+Each iteration scores `es.population` members θ + sᵢσ·ε(seedᵢ) on the fitness minibatch (the search's
+`fitness_set`, `minibatch`, `reward`), normalises the rewards and updates θ in the engine's fp32 master. The history
+(RUN/es/history.jsonl: seeds, signs, rewards, z, σ, α per iteration) is the checkpoint: resuming replays it onto the
+base weights, bitwise, and goes on. The start's validation score is kept (RUN/es/start.json) so the guard can compare
+θ_T with θ_0 paired without keeping two copies of the model: θ_T is kept only if it is strictly better.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from hyper_es import rewards
+from hyper_es.errors import DataError
+from hyper_es.es.engine import Member
+from hyper_es.es.noise import member_seeds
+from hyper_es.es.schedule import sigma_at
+from hyper_es.es.update import normalise, signs
+from hyper_es.io import read_json, write_json_atomic, write_text_atomic
+from hyper_es.recipe import Recipe
+from hyper_es.search.run import Score, Scorer, fitness_rows, fitness_splits
+from hyper_es.search.start import guard_decision
+
+logger = logging.getLogger(__name__)
+HISTORY = "history.jsonl"
+FIELDS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha")
+
+
+def read_history(path: Path, population: int) -> list[dict]:
+    """The finished iterations; a last line cut by a kill is dropped (that iteration runs again)."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            raise DataError(f"{path}: line {i + 1} is not JSON; delete the file to restart ES") from None
+        if not (isinstance(rec, dict) and set(FIELDS) <= set(rec) and rec["iteration"] == i
+                and all(len(rec[k]) == population for k in ("seeds", "signs", "z"))):
+            raise DataError(f"{path}: line {i + 1} is not iteration {i} of a population of {population} "
+                            f"(expected {', '.join(FIELDS)}); delete the file to restart ES")
+        out.append(rec)
+    return out
+
+
+def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
+    """Run (or resume) ES with a resident ES engine (set_genome(Member | None), update, weights); returns the
+    result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
+    have, c.iterations or 0 when the guard keeps θ_0). The engine ends holding θ_T."""
+    out = Path(run_dir) / "es"
+    out.mkdir(parents=True, exist_ok=True)
+    c, s = recipe.es, recipe.search
+    tasks, pool, val = fitness_splits(recipe)
+    fit_reward = rewards.get(s.reward) if s.reward else None
+    scorer = Scorer(engine, tok, tasks)
+    scorer.prepare(pool, val)
+    start_path = out / "start.json"
+    if start_path.is_file():
+        start = Score(**{k: v for k, v in read_json(start_path, "delete it to score the start again").items()})
+    else:
+        start = scorer.score(None, val)
+        write_json_atomic(start_path, start.__dict__)
+    history = read_history(out / HISTORY, c.population)
+    for rec in history:  # replay: θ_t from θ_0, in the same order of operations
+        engine.update(rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+    if history:
+        logger.info("ES: resumed after %d iterations (replayed)", len(history))
+    lines = [json.dumps(r) for r in history]
+    t0 = time.perf_counter()
+    for it in range(len(history), c.iterations):
+        sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
+        seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
+        rows = fitness_rows(pool, s, it)
+        scores = [scorer.score(Member(seed, si * sigma), rows, samples=s.samples, temperature=s.temperature,
+                               seed=s.seed + it, reward=fit_reward) for seed, si in zip(seeds, sg)]
+        r = [sc.reward for sc in scores]
+        z = normalise(r, c.normalise).tolist()
+        engine.update(seeds, z, sigma, c.alpha, sg)
+        rec = {"iteration": it, "seeds": seeds, "signs": sg, "rewards": r, "z": z, "sigma": sigma, "alpha": c.alpha,
+               "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r)}
+        lines.append(json.dumps(rec))
+        write_text_atomic(out / HISTORY, "\n".join(lines) + "\n")
+        logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g", it + 1, rec["mean"], rec["best"], sigma)
+    final = scorer.score(None, val)
+    decision = guard_decision(start, final, what="ES weights")
+    kept = c.iterations if decision["kept"] == "search" else 0  # the weights: θ_0 + the first `kept` updates
+    result = {"iterations": c.iterations, "kept_iterations": kept, "seconds": time.perf_counter() - t0,
+              "guard": decision,
+              "val": {"start": start.reward, "es": final.reward},
+              "tokens": sum(json.loads(line).get("tokens", 0) for line in lines)}
+    write_json_atomic(out / "result.json", result)
+    return result
