@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 import hyper_es as hx
@@ -55,3 +56,44 @@ def test_es_resume_by_replay_ends_identical(tmp_path):
     assert all(torch.equal(engine2.weights()[n], want[n]) for n in want)
     assert (tmp_path / "b" / "es" / HISTORY).read_text().splitlines() == hist
     assert resumed["guard"]["kept"] == full["guard"]["kept"] and resumed["kept_iterations"] in (0, 3)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("scope", ["all_linear", "full"])
+def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tmp_path, scope):
+    """A member installed in the resident vLLM engine generates exactly what a fresh engine loaded with θ + σε
+    (written by the HF side, same noise by name) generates; setting θ back gives the base's generations again."""
+    pytest.importorskip("vllm")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from hyper_es.engine import Sampling, make_generator
+    from hyper_es.es.vllm_engine import VLLMES
+    from hyper_es.tasks import get_task
+
+    tok = AutoTokenizer.from_pretrained(tiny_path)
+    task = get_task("countdown")
+    prompts = task.prompt_ids(tok, task.rows("test")[:12])
+    s = Sampling(max_tokens=16)
+    engine = VLLMES(tiny_path, tok, architecture="llama", scope=scope, dtype="float32", max_model_len=512)
+    try:
+        base_out = engine.generate(prompts, s)
+        engine.set_genome(Member(3, 0.5))
+        got = engine.generate(prompts, s)
+        engine.restore()
+        assert engine.generate(prompts, s) == base_out
+        engine.update([3], [1.0], 0.5, 0.25, [1])  # θ ← θ + α/(Nσ)·ε(3) = θ + 0.5·ε(3): the member, as the new θ
+        assert engine.generate(prompts, s) == got
+    finally:
+        engine.close()
+    model = AutoModelForCausalLM.from_pretrained(tiny_path, torch_dtype=torch.float32)
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n in es_tensors({n: tuple(p.shape) for n, p in params.items()}, scope, r"\.layers\.(\d+)\."):
+            params[n].add_(0.5 * noise(3, n, params[n].shape))
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    fresh, _ = make_generator("vllm", str(tmp_path / "m"), dtype="float32", max_model_len=512)
+    try:
+        assert fresh.generate(prompts, s) == got != base_out
+    finally:
+        fresh.close()

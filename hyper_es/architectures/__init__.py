@@ -74,13 +74,15 @@ class Architecture:
         return dict(self.mergekit_filters).get(group)
 
     def vllm_target(self, hf_name: str) -> tuple[str, tuple[str, ...] | None]:
-        """HF tensor → (vLLM fused module, the HF weights stacked into it in order), or (hf_name, None) if unfused."""
+        """HF tensor → (vLLM fused module, the HF weights stacked into it in order), or (hf_name, None) if unfused.
+        A fused projection's bias maps to the fused module's bias parameter, its parts' biases stacked in order."""
         module, _, leaf = hf_name.rpartition(".")
         parent, _, proj = module.rpartition(".")
-        if leaf != "weight" or proj not in self._fused:
+        if leaf not in ("weight", "bias") or proj not in self._fused:
             return hf_name, None
         fused, projs = self._fused[proj]
-        return f"{parent}.{fused}", tuple(f"{parent}.{p}.weight" for p in projs)
+        target = f"{parent}.{fused}" + (".bias" if leaf == "bias" else "")
+        return target, tuple(f"{parent}.{p}.{leaf}" for p in projs)
 
     def vllm_is_transposed(self, hf_name: str) -> bool:
         module, _, leaf = hf_name.rpartition(".")

