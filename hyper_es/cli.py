@@ -180,6 +180,23 @@ def run_cmd(
     typer.echo(f"report: {out / 'report.md'}")
 
 
+@command("es")
+def es_cmd(
+    recipe: Path,
+    out: Annotated[Path, typer.Option(help="run directory (re-running resumes by replaying RUN/es/history.jsonl)")],
+    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+) -> None:
+    """Full-parameter ES (the recipe's `es` section), fitness and guard as the search's."""
+    from hyper_es.es.run import run_es
+    from hyper_es.recipe import load_recipe
+
+    _backend(backend)
+    result = run_es(load_recipe(recipe), out, backend=backend)
+    g, kept = result["guard"], "ES" if result["kept_iterations"] else "the start"
+    typer.echo(f"ES: {result['iterations']} iterations; validation start {g['x0_val']:.3f}, ES {g['best_val']:.3f} "
+               f"({g['better_rows']} rows better, {g['worse_rows']} worse): kept {kept}")
+
+
 @command("search")
 def search_cmd(
     recipe: Path,

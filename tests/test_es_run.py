@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _recipe(tmp_path, **es):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["es"].update(population=4, iterations=3, sigma=0.02, alpha=0.01, **es)
+    data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01, **es})
     data["search"].update(minibatch=4, val_size=4, fitness_set="fixed")
     return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
 
@@ -97,3 +97,37 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
         assert fresh.generate(prompts, s) == got != base_out
     finally:
         fresh.close()
+
+
+def test_es_cli_sigkill_and_resume_ends_identical(tmp_path):
+    """`hyper-es es` killed (SIGKILL) after its second iteration, then re-run: the same history as a run that was
+    never interrupted; a changed ES setting on that folder is refused with one line."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    recipe = _recipe(tmp_path, iterations=4)
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe.model_dump(mode="json")))
+    cli = [sys.executable, "-m", "hyper_es", "es", str(tmp_path / "r.yaml"), "--backend", "hf", "--out"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(cli + [str(tmp_path / "a")], check=True, env=env, capture_output=True)
+    proc = subprocess.Popen(cli + [str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hist = tmp_path / "b" / "es" / HISTORY
+    deadline = time.time() + 300
+    while time.time() < deadline and not (hist.is_file() and len(hist.read_text().splitlines()) >= 2):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 2 <= len(hist.read_text().splitlines()) < 4
+    subprocess.run(cli + [str(tmp_path / "b")], check=True, env=env, capture_output=True)
+    assert hist.read_text() == (tmp_path / "a" / "es" / HISTORY).read_text()
+    data = recipe.model_dump(mode="json")
+    data["es"]["sigma"] = 0.5
+    (tmp_path / "r2.yaml").write_text(yaml.safe_dump(data))
+    bad = subprocess.run(cli[:4] + [str(tmp_path / "r2.yaml"), "--backend", "hf", "--out", str(tmp_path / "b")],
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "es differ" in bad.stderr

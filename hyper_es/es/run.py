@@ -98,3 +98,31 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
               "tokens": sum(json.loads(line).get("tokens", 0) for line in lines)}
     write_json_atomic(out / "result.json", result)
     return result
+
+
+def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
+    """`hyper-es es`: build the resident ES engine, run (or resume) ES in RUN/es/, close the engine. A run folder
+    started with other ES or fitness settings is refused (its history would not replay to the same weights)."""
+    from hyper_es.es.engine import es_engine
+
+    out = Path(run_dir) / "es"
+    out.mkdir(parents=True, exist_ok=True)
+    s = recipe.search
+    config = {"model": recipe.model.model_dump(mode="json"), "es": recipe.es.model_dump(mode="json"),
+              "fitness": {k: getattr(s, k) for k in ("tasks", "fitness_set", "minibatch", "reward", "samples",
+                                                      "temperature", "seed", "val_size")},
+              "dtype": recipe.eval.dtype}
+    path = out / "config.json"
+    if path.is_file():
+        old = read_json(path, "delete RUN/es to restart ES")
+        changed = [k for k in config if old.get(k) != json.loads(json.dumps(config[k]))]
+        if changed:
+            raise DataError(f"{path}: this ES run was started with other settings ({', '.join(changed)} differ); "
+                            f"use a new --out, or the recipe it was started with")
+    else:
+        write_json_atomic(path, config)
+    engine, tok = es_engine(recipe, backend or recipe.eval.backend)
+    try:
+        return es_search(recipe, run_dir, engine, tok)
+    finally:
+        engine.close()
