@@ -54,7 +54,7 @@ def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None, overr
         data[section][field] = value
     data["gradient"].update(learning_rate=lr, seed=seed)
     data["search"]["seed"] = seed
-    data["eval"]["pass_k_limit"] = pass_k_limit
+    data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best")  # test: the best snapshot by validation
     data["name"] = f"{data['name']}-lr{lr:g}-seed{seed}"
     return recipe_from_dict(data, path)  # same folder: relative data paths resolve as in the recipe
 

@@ -281,6 +281,9 @@ class EvalConfig(Strict):
     batch_size: PosInt = 32
     seed: NonNegInt = 0
     limit: PosInt | None = None
+    snapshots: Literal["all", "best"] = Field(
+        "all", description="baseline snapshots scored on test: all (the accuracy-vs-steps curve), or only the best "
+        "by validation (the early-stopped baseline; saves test time)")
     pass_k_limit: PosInt | None = Field(
         None, description="sample Pass@k on only the first N test problems per task (greedy still on all)")
 

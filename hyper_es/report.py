@@ -149,10 +149,12 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
 def baseline_best(rows: list[dict]) -> dict | None:
     """The GRPO-LoRA baseline's best adapter by validation (its snapshots and final, scored greedy on the search's
     validation rows by the final evaluation): early stopping, chosen without looking at test. Ties: fewer steps."""
+    from hyper_es.evaluate.final import best_by_validation
+
     scored = [r for r in rows if r["kind"] in ("baseline", "baseline-snapshot") and "val" in r]
     if not scored:
         return None
-    best = max(scored, key=lambda r: (r["val"]["mean"], -(r["steps"] or 0)))
+    best = best_by_validation(scored)
     return {"name": best["name"], "steps": best["steps"], "val": best["val"]["mean"],
             "rows": best["val"]["rows"], "candidates": {r["name"]: r["val"]["mean"] for r in scored}}
 

@@ -95,6 +95,15 @@ def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
 
     vals = evaluate_run(recipe, run_dir, backend="hf", test=False)
     assert {r["name"]: r["val"]["mean"] for r in vals} == scored
+    # eval.snapshots: best: only the best snapshot (and the final baseline) on test
+    data = recipe.model_dump(mode="json")
+    data["eval"]["snapshots"] = "best"
+    best_only = hx.recipe.recipe_from_dict(data, recipe._path)
+    other = next(n for n in scored if n not in (best["name"], "baseline"))
+    (run_dir / "eval" / f"{other}.json").unlink()  # not scored on test yet: stays unscored (rows scored stay)
+    names = [r["name"] for r in evaluate_run(best_only, run_dir, backend="hf")]
+    assert other not in names and best["name"] in names and "baseline" in names
+    assert not (run_dir / "eval" / f"{other}.json").exists()
 
 
 def test_raw_rows_are_base_plus_delta_exactly(tiny_run):

@@ -123,32 +123,42 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     rows = plan_rows(run_dir, search_names, snapshots)
     val = validation_tasks(recipe)
     val_todo = [r for r in rows if r.kind in BASELINE_KINDS and val and not (out / "val" / f"{r.name}.json").is_file()]
-    todo = [r for r in rows if test and not (out / f"{r.name}.json").is_file()]
-    if todo or val_todo:
-        # The layout of the searched genome (best.json), else the recipe's; one density per direction.
-        layout, settings = recipe_genome(recipe, search_ds)
-        layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
-        genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
-                            per_direction_density=True)
+    held: list = []  # the engine, started on first use
+
+    def engine_for(row: Row):
+        if not held:
+            # The layout of the searched genome (best.json), else the recipe's; one density per direction.
+            layout, settings = recipe_genome(recipe, search_ds)
+            layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
+            genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
+                                per_direction_density=True)
+            engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
+            engine.show_progress = True
+            held.extend([engine, tok, genome])
+        engine, tok, genome = held
+        engine.set_genome(row_vector(row, genome, search_names, m.density, m.lam))
+        return engine, tok
+
+    try:
+        for row in val_todo:
+            scores = validation_scores(*engine_for(row), val, recipe.search.val_size)
+            logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
+            write_json_atomic(out / "val" / f"{row.name}.json", scores)
+        if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
+            best = best_by_validation([{"name": r.name, "steps": r.steps, "val": _read_val(out, r.name)}
+                                       for r in rows if r.kind in BASELINE_KINDS])
+            rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
+                    or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
-        engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
-        engine.show_progress = True
-        try:
-            val_names, test_names = {r.name for r in val_todo}, {r.name for r in todo}
-            for row in (r for r in rows if r.name in val_names | test_names):
-                engine.set_genome(row_vector(row, genome, search_names, m.density, m.lam))
-                if row.name in val_names:
-                    scores = validation_scores(engine, tok, val, recipe.search.val_size)
-                    logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
-                    write_json_atomic(out / "val" / f"{row.name}.json", scores)
-                if row.name in test_names:
-                    results = score_test_sets(engine, tok, tasks, e, pass_k=row.pass_k)
-                    logger.info("eval %s: %s", row.name, json.dumps(
-                        {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
-                    write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
-                                                         "results": results})
-        finally:
-            engine.close()
+        for row in (r for r in rows if test and not (out / f"{r.name}.json").is_file()):
+            results = score_test_sets(*engine_for(row), tasks, e, pass_k=row.pass_k)
+            logger.info("eval %s: %s", row.name, json.dumps(
+                {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
+            write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
+                                                 "results": results})
+    finally:
+        if held:
+            held[0].close()
     if not test:
         return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
                 for r in rows if r.kind in BASELINE_KINDS and val]
@@ -176,6 +186,11 @@ def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:
             rec = results[task.name].pop("records")  # records last: the file reads top down
             results[task.name]["records"] = {**rec, **sampled_records(sampled.records, rec["ids"])}
     return results
+
+
+def best_by_validation(rows: list[dict]) -> dict | None:
+    """The row (with "name", "steps", "val") of highest validation mean; ties: fewer steps."""
+    return max(rows, key=lambda r: (r["val"]["mean"], -(r["steps"] or 0)), default=None)
 
 
 def validation_tasks(recipe: Recipe) -> list[Task]:
