@@ -104,11 +104,12 @@ def trained_tasks(recipe, tasks: list[str]) -> list[str]:
 def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None, seed: int | None = None) -> dict:
     """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time), and each
     row's greedy difference to the GRPO-LoRA baseline and to the base with its paired bootstrap CI."""
+    from hyper_es.directions.manifest import finished_jobs
     from hyper_es.evaluate import stats
     from hyper_es.io import read_json
 
     run_dir = Path(run_dir)
-    dirs = [r["name"] for r in rows if r["kind"] == "direction"]
+    dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
     search_dir = run_dir / "search"
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")

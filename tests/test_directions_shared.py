@@ -59,3 +59,9 @@ def test_snapshot_directions_add_up_to_the_run(tmp_path):
 
     rows = [r.name for r in plan_rows(run, ds.names, {})]  # increments alone are not evaluated as models
     assert rows == ["base", "uniform", "baseline"]
+    # the report charges uniform and Hyper-ES rows the increments' steps (6), though no increment is a row
+    from hyper_es.report import run_report
+
+    fake = [{"name": n, "kind": n, "steps": s, "results": {}} for n, s in (("base", 0), ("uniform", None))]
+    report = run_report(recipe, run, fake)
+    assert [r["optimizer_steps"] for r in report["rows"]] == [0, 6]
