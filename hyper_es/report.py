@@ -104,7 +104,7 @@ def trained_tasks(recipe, tasks: list[str]) -> list[str]:
 def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None, seed: int | None = None) -> dict:
     """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time), and each
     row's greedy difference to the GRPO-LoRA baseline and to the base with its paired bootstrap CI."""
-    from hyper_es.directions.manifest import finished_jobs
+    from hyper_es.directions.manifest import finished_jobs, read_manifest
     from hyper_es.evaluate import stats
     from hyper_es.io import read_json
 
@@ -127,6 +127,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             steps, tokens, wall = _cost(run_dir, dirs)
             if r["kind"] == "hyper-es":
                 search_tokens, wall = search["tokens"], wall + (search["seconds"] or 0.0)
+        elif r["kind"] == "baseline-snapshot":  # the baseline run's tokens up to the snapshot (its token curve)
+            curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
+            tokens = int(curve[steps]) if steps in curve else None
         metrics = sorted({k for res in r["results"].values() for k in res if k == "greedy" or k.startswith("pass@")},
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics

@@ -38,6 +38,7 @@ def test_report_rows_costs_and_files(tiny_run):
     assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1
     assert rows["hyper-es"]["search_tokens"] == report["search"]["tokens"] > 0
     assert rows["hyper-es"]["wall_s"] > rows["uniform"]["wall_s"] > 0
+    assert 0 < rows["baseline@2"]["train_tokens"] < rows["baseline@8"]["train_tokens"] < rows["baseline"]["train_tokens"]
     for name in ("base", "baseline", "hyper-es"):  # the compared rows carry Pass@k and the full curve
         res = rows[name]["results"]["chain_sum"]
         assert {"greedy", "pass@1", "pass@2"} <= set(res) and len(res["pass_curve"]) == 2
