@@ -127,6 +127,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             steps, tokens, wall = _cost(run_dir, dirs)
             if r["kind"] == "hyper-es":
                 search_tokens, wall = search["tokens"], wall + (search["seconds"] or 0.0)
+        elif r["kind"] == "es":  # no gradient steps; its generation tokens and wall time
+            es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
+            search_tokens, wall = es.get("tokens", 0), es.get("seconds")
         elif r["kind"] == "baseline-snapshot":  # the baseline run's tokens up to the snapshot (its token curve)
             curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
             tokens = int(curve[steps]) if steps in curve else None

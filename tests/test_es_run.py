@@ -131,3 +131,37 @@ def test_es_cli_sigkill_and_resume_ends_identical(tmp_path):
     bad = subprocess.run(cli[:4] + [str(tmp_path / "r2.yaml"), "--backend", "hf", "--out", str(tmp_path / "b")],
                          env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "es differ" in bad.stderr
+
+
+def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
+    """A run folder with RUN/es gets an `es` row: its update, rebuilt from the history alone, is θ_T − θ_0 of the
+    engine that ran ES (to fp32 rounding), and the row is scored and reported like the others."""
+    from hyper_es.es.delta import es_delta
+    from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.pipeline import run
+    from hyper_es.report import run_report
+
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["gradient"].update(steps=1, directions=2)
+    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
+    data["es"].update({"population": 4, "iterations": 2, "sigma": 0.05, "alpha": 0.02, "scope": "all_linear"})
+    data["eval"].update(limit=8)
+    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    run(recipe, tmp_path / "run", backend="hf")
+    engine, tok = _engine(recipe)
+    theta0 = {n: w.clone() for n, w in engine.weights().items()}
+    result = es_search(recipe, tmp_path / "run", engine, tok)
+    (tmp_path / "run" / "es" / "config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
+    delta, _ = es_delta(tmp_path / "run", models.resolve(recipe.model.name))
+    assert set(delta) == set(theta0)
+    kept = result["kept_iterations"]
+    for n, d in delta.items():
+        want = engine.weights()[n] - theta0[n] if kept else torch.zeros_like(d)
+        torch.testing.assert_close(d, want, rtol=0, atol=1e-6)
+    rows = evaluate_run(recipe, tmp_path / "run", backend="hf")
+    es = next(r for r in rows if r["name"] == "es")
+    assert es["kind"] == "es" and len(es["results"]["chain_sum"]["records"]["greedy"]) == 8
+    report = run_report(recipe, tmp_path / "run", rows)
+    row = next(r for r in report["rows"] if r["name"] == "es")
+    assert row["optimizer_steps"] == 0 and row["search_tokens"] == result["tokens"] > 0
+    assert "es" in report["paired"]["vs"]["baseline"]

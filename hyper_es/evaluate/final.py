@@ -43,7 +43,7 @@ EVAL_DIR = "eval"
 @dataclass
 class Row:
     name: str
-    kind: str  # base | direction | uniform | baseline | baseline-snapshot | hyper-es
+    kind: str  # base | direction | uniform | baseline | baseline-snapshot | es | hyper-es
     weights: dict[str, float] = field(default_factory=dict)  # one weight per direction (all layers)
     searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
@@ -65,7 +65,15 @@ def eval_set(run_dir: Path) -> tuple[DirectionSet, DirectionSet, dict[int, Path]
             snapshots[int(snap.name[5:])] = snap
             folders.append(snap)
             names.append(f"baseline@{snap.name[5:]}")
-    return DirectionSet.from_adapters(search.base, folders, names), search, snapshots
+    ds = DirectionSet.from_adapters(search.base, folders, names)
+    if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
+        from hyper_es.directions.sources import Dense, Direction
+        from hyper_es.es.delta import es_delta
+
+        delta, _ = es_delta(run_dir, ds.base_path)
+        ds = DirectionSet(ds.base, [*ds.directions, Direction("es", {t: Dense(v) for t, v in delta.items()},
+                                                              origin=str(run_dir / "es"))], validate=False)
+    return ds, search, snapshots
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
@@ -82,6 +90,8 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
                  for s in snapshots]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, pass_k=True, steps=steps))
+    if (run_dir / "es" / "result.json").is_file():
+        rows.append(Row("es", "es", {"es": 1.0}, raw=True, pass_k=True, steps=0))  # ES takes no gradient steps
     best = run_dir / "search" / "best.json"
     if best.is_file():
         genome, x = Genome.from_json(best)
