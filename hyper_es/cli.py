@@ -15,6 +15,8 @@ import typer
 from hyper_es.errors import HyperESError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+analyze = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity.")
+app.add_typer(analyze, name="analyze")
 logger = logging.getLogger("hyper_es")
 
 
@@ -23,7 +25,7 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-def command(*args, **kwargs):
+def command(*args, group: typer.Typer | None = None, **kwargs):
     """`app.command` inside the one error boundary: a HyperESError (bad recipe, model, data, run folder, engine
     refusal) prints one line per problem and exits 2; anything else is a bug and keeps its traceback."""
     def deco(fn):
@@ -34,7 +36,7 @@ def command(*args, **kwargs):
             except HyperESError as exc:
                 _fail(str(exc))
 
-        return app.command(*args, **kwargs)(guarded)
+        return (group or app).command(*args, **kwargs)(guarded)
 
     return deco
 
@@ -195,6 +197,22 @@ def es_cmd(
     g, kept = result["guard"], "ES" if result["kept_iterations"] else "the start"
     typer.echo(f"ES: {result['iterations']} iterations; validation start {g['x0_val']:.3f}, ES {g['best_val']:.3f} "
                f"({g['better_rows']} rows better, {g['worse_rows']} worse): kept {kept}")
+
+
+@command("coverage", group=analyze)
+def coverage_cmd(
+    runs: Annotated[list[Path], typer.Argument(help="run folders with evaluated rows (RUN/eval)")],
+    out: Annotated[Path, typer.Option(help="folder for coverage.json and the PNG figures")],
+) -> None:
+    """Pass@k curves k = 1…n, per-problem solve-rate distributions, and problems only one row solves."""
+    from hyper_es.analyze.coverage import analyze_coverage
+
+    result = analyze_coverage(runs, out)
+    for task, t in result["tasks"].items():
+        for name, r in t["rows"].items():
+            typer.echo(f"{task:<12} {name:<24} pass@1 {r['pass_curve'][0]:.3f}  pass@{t['n']} {r['pass_curve'][-1]:.3f}"
+                       f"  solved by this row only: {len(r['only_this_row'])}")
+    typer.echo(f"figures: {', '.join(result['figures'])}")
 
 
 @command("search")

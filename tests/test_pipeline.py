@@ -188,3 +188,27 @@ def test_notebook_executes_on_the_tiny_run(tiny_run, name, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     if name == "compare_grpo_lora":  # five figures: steps, Pass@k, search, coefficients, geometry
         assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5
+
+
+def test_analyze_coverage_on_the_run(tiny_run, tmp_path):
+    """`hyper-es analyze coverage`: Pass@k curves from the records agree with the evaluation's own Pass@k, and a
+    problem counts as solved by one row only when no other row solves it in any sample."""
+    from typer.testing import CliRunner
+
+    from hyper_es.cli import app
+
+    recipe, run_dir, report = tiny_run
+    res = CliRunner().invoke(app, ["analyze", "coverage", str(run_dir), "--out", str(tmp_path / "cov")])
+    assert res.exit_code == 0, res.output
+    cov = json.loads((tmp_path / "cov" / "coverage.json").read_text())
+    task = cov["tasks"]["chain_sum"]
+    assert set(task["rows"]) == {"base", "baseline", "hyper-es"} and task["n"] == 2 and task["problems"] == 10
+    rows = {r["name"]: r for r in report["rows"]}
+    for name, r in task["rows"].items():
+        assert r["pass_curve"] == pytest.approx(rows[name]["results"]["chain_sum"]["pass_curve"])
+        assert sum(r["solve_rate_hist"]) == 10
+    recs = {n: json.loads((run_dir / "eval" / f"{n}.json").read_text())["results"]["chain_sum"]["records"]
+            for n in task["rows"]}
+    solved = {n: {i for i, c in zip(r["ids"], r["correct"]) if c} for n, r in recs.items()}
+    assert task["rows"]["hyper-es"]["only_this_row"] == sorted(solved["hyper-es"] - solved["base"] - solved["baseline"])
+    assert all((tmp_path / "cov" / f).stat().st_size > 0 for f in ("pass_at_k.png", "solve_rates.png", "unique_solves.png"))

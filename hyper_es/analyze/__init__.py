@@ -1,0 +1,1 @@
+"""Analyses of finished runs: coverage (Pass@k and which problems each row solves) and functional sparsity."""
