@@ -210,8 +210,39 @@ def coverage_cmd(
     result = analyze_coverage(runs, out)
     for task, t in result["tasks"].items():
         for name, r in t["rows"].items():
-            typer.echo(f"{task:<12} {name:<24} pass@1 {r['pass_curve'][0]:.3f}  pass@{t['n']} {r['pass_curve'][-1]:.3f}"
-                       f"  solved by this row only: {len(r['only_this_row'])}")
+            typer.echo(f"{task:<12} {name:<24} pass@1 {r['pass_curve'][0]:.3f}  "
+                       f"pass@{t['n']} {r['pass_curve'][-1]:.3f}  solved by this row only: {len(r['only_this_row'])}")
+    typer.echo(f"figures: {', '.join(result['figures'])}")
+
+
+@command("sparsity", group=analyze)
+def sparsity_cmd(
+    run: Annotated[Path, typer.Argument(help="a finished run folder (its recipe.yaml is used)")],
+    out: Annotated[Path, typer.Option(help="folder for sparsity.json and sparsity.png")],
+    rows: Annotated[str, typer.Option(help="rows whose update is cut: hyper-es, es, baseline, baseline@N, dir-k")
+                    ] = "baseline,hyper-es",
+    fractions: Annotated[str, typer.Option(help="fractions of ΔW entries kept (top by magnitude)")
+                         ] = "0.5,0.2,0.1,0.05,0.01",
+    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="test problems per task (default: eval.limit, else all)")] = None,
+) -> None:
+    """Keep the top p of a row's update by magnitude; test accuracy kept at each p, and per-layer update norms."""
+    from hyper_es.analyze.sparsity import analyze_sparsity
+    from hyper_es.recipe import load_recipe
+
+    _backend(backend)
+    try:
+        ps = [float(p) for p in fractions.split(",") if p.strip()]
+    except ValueError:
+        ps = []
+    if not ps or not all(0 < p <= 1 for p in ps):
+        _fail(f"--fractions: expected comma-separated numbers in (0, 1] like 0.5,0.1; got '{fractions}'")
+    recipe = load_recipe(run / "recipe.yaml")
+    result = analyze_sparsity(recipe, run, [r.strip() for r in rows.split(",") if r.strip()], ps, out,
+                              backend=backend or recipe.eval.backend, limit=limit or recipe.eval.limit)
+    for row, r in result["rows"].items():
+        kept = "  ".join(f"{k} {v['mean']:.3f}" for k, v in r["accuracy"].items())
+        typer.echo(f"{row:<12} {kept}")
     typer.echo(f"figures: {', '.join(result['figures'])}")
 
 

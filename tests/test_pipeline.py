@@ -212,3 +212,29 @@ def test_analyze_coverage_on_the_run(tiny_run, tmp_path):
     solved = {n: {i for i, c in zip(r["ids"], r["correct"]) if c} for n, r in recs.items()}
     assert task["rows"]["hyper-es"]["only_this_row"] == sorted(solved["hyper-es"] - solved["base"] - solved["baseline"])
     assert all((tmp_path / "cov" / f).stat().st_size > 0 for f in ("pass_at_k.png", "solve_rates.png", "unique_solves.png"))
+
+
+def test_analyze_sparsity_on_the_run(tiny_run, tmp_path):
+    """`hyper-es analyze sparsity`: at p = 1 a row's update scores what the final evaluation measured on the same
+    problems, p = 0 is the base, and a cut keeps the top entries by magnitude."""
+    from typer.testing import CliRunner
+
+    from hyper_es.analyze.sparsity import top_fraction
+    from hyper_es.cli import app
+
+    d = {"a": torch.tensor([[0.1, -5.0], [0.2, 3.0]]), "b": torch.tensor([-0.4, 0.05, 2.0])}
+    cut = top_fraction(d, 3 / 7)
+    assert cut["a"].tolist() == [[0.0, -5.0], [0.0, 3.0]] and cut["b"].tolist() == [0.0, 0.0, 2.0]
+    recipe, run_dir, _ = tiny_run
+    res = CliRunner().invoke(app, ["analyze", "sparsity", str(run_dir), "--out", str(tmp_path / "sp"), "--rows",
+                                   "baseline,hyper-es", "--fractions", "0.5,0.05", "--backend", "hf", "--limit", "8"])
+    assert res.exit_code == 0, res.output
+    sp = json.loads((tmp_path / "sp" / "sparsity.json").read_text())
+    for row in ("baseline", "hyper-es", "base"):
+        greedy = json.loads((run_dir / "eval" / f"{row}.json").read_text())["results"]["chain_sum"]["records"]["greedy"]
+        got = sp["rows"]["baseline" if row == "base" else row]["accuracy"]["p=0" if row == "base" else "p=1"]
+        assert got["tasks"]["chain_sum"] == pytest.approx(sum(greedy[:8]) / 8)
+    assert set(sp["rows"]["baseline"]["accuracy"]) == {"p=0", "p=1", "p=0.5", "p=0.05"}
+    assert sp["rows"]["baseline"]["layer_norms"] and (tmp_path / "sp" / "sparsity.png").stat().st_size > 0
+    bad = CliRunner().invoke(app, ["analyze", "sparsity", str(run_dir), "--out", str(tmp_path / "x"), "--rows", "nope"])
+    assert bad.exit_code == 2 and "no adapter for row 'nope'" in bad.output

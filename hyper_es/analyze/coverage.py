@@ -58,7 +58,8 @@ def coverage(run_dirs: list[Path]) -> dict:
             others = set().union(*(s for o, s in solved.items() if o != name))
             per[name] = {"pass_curve": [mean_pass_at_k(counts, k) for k in range(1, n + 1)],
                          "solve_rate_hist": np.histogram(rates, BINS)[0].tolist(),
-                         "never_solved": sum(c == 0 for _, c in counts), "always_solved": sum(c == m for m, c in counts),
+                         "never_solved": sum(c == 0 for _, c in counts),
+                         "always_solved": sum(c == m for m, c in counts),
                          "solved_any": len(solved[name]), "only_this_row": sorted(solved[name] - others)}
         result["tasks"][task] = {"problems": len(ids), "n": n, "rows": per}
     return result

@@ -1,0 +1,137 @@
+"""`hyper-es analyze sparsity RUN`: is a row's useful change sparse?
+
+For each row (the GRPO-LoRA baseline, Hyper-ES, ES; any direction or snapshot by name), its final update ΔW over
+the tensors it touches is cut to the top p of entries by magnitude (one threshold over all of them) for each
+fraction p, and each cut update is scored greedy on the test sets by one resident engine (the cut updates are
+the directions of one DirectionSet, installed one at a time at coefficient 1, as the final evaluation does). The
+curve is the accuracy kept at each p, next to the full update (p = 1) and the base (p = 0), with per-layer update
+norms. Writes sparsity.json and PNGs to --out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hyper_es.errors import DataError
+
+
+def row_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """ΔW of a row: `hyper-es` (best.json merged as searched), `es` (replayed history), or an adapter of the run
+    (`baseline`, `baseline@N`, a direction name)."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import Genome, MergePlan, recipe_genome
+
+    if row == "es":
+        from hyper_es.es.delta import es_delta
+
+        return es_delta(run_dir, DirectionSet.from_run(run_dir).base_path)[0]
+    if row == "hyper-es":
+        ds = DirectionSet.from_run(run_dir)
+        genome, x = Genome.from_json(run_dir / "search" / "best.json")
+        _, settings = recipe_genome(recipe, ds)
+        return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
+    name, _, step = row.partition("@")
+    folder = run_dir / "directions" / name / (f"snapshots/step-{step}" if step else "")
+    if not (folder / "adapter_config.json").is_file():
+        raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
+                        f"direction of the run)")
+    ds = DirectionSet.from_adapters(DirectionSet.from_run(run_dir).base, [folder], [row])
+    return {t: ds.delta(0, t) for t in ds[0].parts}
+
+
+def top_fraction(delta: dict[str, torch.Tensor], p: float) -> dict[str, torch.Tensor]:
+    """Keep the largest-magnitude fraction p of all entries (one threshold over every tensor); zero the rest."""
+    if p >= 1:
+        return delta
+    mags = torch.cat([d.abs().flatten() for d in delta.values()])
+    keep = max(int(round(p * mags.numel())), 1)
+    threshold = torch.topk(mags, keep, sorted=False).values.min() if keep < mags.numel() else 0.0
+    return {t: torch.where(d.abs() >= threshold, d, torch.zeros_like(d)) for t, d in delta.items()}
+
+
+def layer_norms(delta: dict[str, torch.Tensor], arch) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for t, d in delta.items():
+        i = arch.layer_index(t)
+        key = "other" if i is None else str(i)
+        out[key] = out.get(key, 0.0) + float(d.double().pow(2).sum())
+    order = sorted(out, key=lambda k: (k == "other", int(k) if k != "other" else 0))
+    return {k: out[k] ** 0.5 for k in order}
+
+
+def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, backend: str, limit: int | None,
+             workdir: Path) -> dict:
+    from hyper_es import architectures
+    from hyper_es.directions import DirectionSet
+    from hyper_es.engine import inplace_engine
+    from hyper_es.evaluate.runner import evaluate_task
+    from hyper_es.merging import MergeSettings, global_weights
+    from hyper_es.report import trained_tasks
+    from hyper_es.tasks import Task
+
+    base = DirectionSet.from_run(run_dir).base
+    arch = architectures.for_model(DirectionSet.from_run(run_dir).base_path)
+    names = [t.name for t in recipe.tasks if t.test is not None]
+    tasks = [Task(recipe.task(n), recipe.base_dir) for n in trained_tasks(recipe, names) or names]
+    fractions = sorted({float(p) for p in fractions} | {1.0}, reverse=True)
+    result = {"fractions": fractions, "tasks": [t.name for t in tasks], "limit": limit, "rows": {}}
+    for row in rows:
+        delta = row_update(run_dir, row, recipe)
+        cut = {f"p={p:g}": top_fraction(delta, p) for p in fractions}
+        ds = DirectionSet.from_dicts(base, cut)
+        genome, _ = global_weights(ds, dict.fromkeys(ds.names, 0.0))
+        engine, tok = inplace_engine(recipe, backend, ds, genome, MergeSettings(method="task_arithmetic"),
+                                     workdir / row, seed=recipe.eval.seed)
+        acc = {}
+        try:
+            for key in [None, *cut]:  # None: the base (p = 0)
+                engine.set_genome(global_weights(ds, {n: float(n == key) for n in ds.names})[1])
+                per = {t.name: evaluate_task(engine, tok, t, limit=limit).pass_at[1] for t in tasks}
+                acc["p=0" if key is None else key] = {"tasks": per, "mean": float(np.mean(list(per.values())))}
+        finally:
+            engine.close()
+        full, zero = acc["p=1"]["mean"], acc["p=0"]["mean"]
+        gain = full - zero
+        result["rows"][row] = {
+            "accuracy": acc, "entries": int(sum(d.numel() for d in delta.values())),
+            "gain_kept": {k: (v["mean"] - zero) / gain if gain else None for k, v in acc.items()},
+            "layer_norms": layer_norms(delta, arch)}
+    return result
+
+
+def plot(result: dict, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for row, r in result["rows"].items():
+        ps = [p for p in result["fractions"]]
+        a.plot(ps, [r["accuracy"][f"p={p:g}"]["mean"] for p in ps], "o-", label=row)
+        a.axhline(r["accuracy"]["p=0"]["mean"], color="grey", lw=0.8, ls=":")
+        layers = [k for k in r["layer_norms"] if k != "other"]
+        b.plot([int(k) for k in layers], [r["layer_norms"][k] for k in layers], "o-", ms=3, label=row)
+    a.set(xscale="log", xlabel="fraction of ΔW entries kept (top by magnitude)", ylabel="test accuracy (greedy)",
+          title="accuracy kept (dotted: the base)")
+    b.set(xlabel="layer", ylabel="‖ΔW‖ (Frobenius)", title="per-layer update norm", yscale="log")
+    a.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "sparsity.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def analyze_sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], out: Path, *,
+                     backend: str, limit: int | None) -> dict:
+    from hyper_es.io import write_json_atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    result = sparsity(recipe, Path(run_dir), rows, fractions, backend=backend, limit=limit, workdir=out / "engine")
+    write_json_atomic(out / "sparsity.json", result)
+    result["figures"] = [str(p) for p in plot(result, out)]
+    return result
