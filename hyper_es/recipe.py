@@ -310,6 +310,9 @@ class ESConfig(Strict):
     normalise: Literal["zscore", "centred_rank", "none"] = "zscore"
     antithetic: bool = False
     seed: NonNegInt = 0
+    start: Literal["base", "baseline", "hyper-es"] = Field(
+        "base", description="where ES starts: the base, or the run's GRPO-LoRA baseline or Hyper-ES weights "
+        "(GRPO→ES and Hyper-ES→ES sequencing; the run's stage must be finished)")
 
     @model_validator(mode="after")
     def _even_pairs(self) -> ESConfig:

@@ -127,9 +127,15 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             steps, tokens, wall = _cost(run_dir, dirs)
             if r["kind"] == "hyper-es":
                 search_tokens, wall = search["tokens"], wall + (search["seconds"] or 0.0)
-        elif r["kind"] == "es":  # no gradient steps; its generation tokens and wall time
+        elif r["kind"] == "es":  # its generation tokens and wall time, after those of a sequenced start
+            from hyper_es.evaluate.final import es_start
+
             es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
-            search_tokens, wall = es.get("tokens", 0), es.get("seconds")
+            start = es_start(run_dir)
+            steps, tokens, wall = (0, 0, 0.0) if start == "base" else _cost(
+                run_dir, ["baseline"] if start == "baseline" else dirs)
+            search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
+            wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
         elif r["kind"] == "baseline-snapshot":  # the baseline run's tokens up to the snapshot (its token curve)
             curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
             tokens = int(curve[steps]) if steps in curve else None

@@ -83,8 +83,20 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
         assert engine.generate(prompts, s) == base_out
         engine.update([3], [1.0], 0.5, 0.25, [1])  # θ ← θ + α/(Nσ)·ε(3) = θ + 0.5·ε(3): the member, as the new θ
         assert engine.generate(prompts, s) == got
+        names = engine.es_names
     finally:
         engine.close()
+    if scope == "all_linear":  # sequencing: an engine whose θ_0 is base + that same update (es.start)
+        from safetensors.torch import save_file
+
+        shapes = {n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_pretrained(tiny_path).named_parameters()}
+        save_file({n: 0.5 * noise(3, n, shapes[n]) for n in names}, str(tmp_path / "start.safetensors"))
+        started = VLLMES(tiny_path, tok, architecture="llama", scope=scope, start=tmp_path / "start.safetensors",
+                         dtype="float32", max_model_len=512)
+        try:
+            assert started.generate(prompts, s) == got
+        finally:
+            started.close()
     model = AutoModelForCausalLM.from_pretrained(tiny_path, torch_dtype=torch.float32)
     params = dict(model.named_parameters())
     with torch.no_grad():
@@ -165,3 +177,35 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     row = next(r for r in report["rows"] if r["name"] == "es")
     assert row["optimizer_steps"] == 0 and row["search_tokens"] == result["tokens"] > 0
     assert "es" in report["paired"]["vs"]["baseline"]
+
+
+def test_grpo_then_es_starts_from_the_baseline(tmp_path):
+    """es.start: baseline (GRPO→ES): θ_0 is base + the baseline's update; the `baseline+es` row's update is that
+    plus ES's, and it is charged the baseline's steps."""
+    from hyper_es.es.run import run_es
+    from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.pipeline import run
+    from hyper_es.report import run_report
+    from hyper_es.updates import row_update
+
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["gradient"].update(steps=1, directions=2)
+    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
+    data["es"].update({"population": 2, "iterations": 1, "sigma": 0.05, "alpha": 0.02, "start": "baseline"})
+    data["eval"].update(limit=4)
+    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    run(recipe, tmp_path / "run", backend="hf")
+    base = {n: p.detach().clone() for n, p in models.load(recipe.model.name, dtype="float32")[0].named_parameters()}
+    result = run_es(recipe, tmp_path / "run", backend="hf")
+    start = row_update(tmp_path / "run", "baseline", recipe)
+    from hyper_es.es.engine import es_engine
+
+    engine, _ = es_engine(recipe, "hf", tmp_path / "run" / "es" / "start.safetensors")
+    for n, d in start.items():
+        torch.testing.assert_close(engine.weights()[n], base[n] + d, rtol=0, atol=1e-6)
+    rows = evaluate_run(recipe, tmp_path / "run", backend="hf")
+    report = run_report(recipe, tmp_path / "run", rows)
+    row = next(r for r in report["rows"] if r["kind"] == "es")
+    baseline = next(r for r in report["rows"] if r["name"] == "baseline")
+    assert row["name"] == "baseline+es" and row["optimizer_steps"] == baseline["optimizer_steps"]
+    assert row["search_tokens"] == result["tokens"] > 0

@@ -15,31 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hyper_es.errors import DataError
-
-
-def row_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
-    """ΔW of a row: `hyper-es` (best.json merged as searched), `es` (replayed history), or an adapter of the run
-    (`baseline`, `baseline@N`, a direction name)."""
-    from hyper_es.directions import DirectionSet
-    from hyper_es.merging import Genome, MergePlan, recipe_genome
-
-    if row == "es":
-        from hyper_es.es.delta import es_delta
-
-        return es_delta(run_dir, DirectionSet.from_run(run_dir).base_path)[0]
-    if row == "hyper-es":
-        ds = DirectionSet.from_run(run_dir)
-        genome, x = Genome.from_json(run_dir / "search" / "best.json")
-        _, settings = recipe_genome(recipe, ds)
-        return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
-    name, _, step = row.partition("@")
-    folder = run_dir / "directions" / name / (f"snapshots/step-{step}" if step else "")
-    if not (folder / "adapter_config.json").is_file():
-        raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
-                        f"direction of the run)")
-    ds = DirectionSet.from_adapters(DirectionSet.from_run(run_dir).base, [folder], [row])
-    return {t: ds.delta(0, t) for t in ds[0].parts}
+from hyper_es.updates import row_update
 
 
 def top_fraction(delta: dict[str, torch.Tensor], p: float) -> dict[str, torch.Tensor]:

@@ -13,11 +13,12 @@ from hyper_es.io import read_json
 
 
 def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
-    """({tensor: ΔW}, RUN/es/result.json) for the weights the guard kept (`kept_iterations` of the history)."""
+    """({tensor: ΔW}, RUN/es/result.json) for the weights the guard kept (`kept_iterations` of the history), on
+    top of the start row's update when ES was sequenced (RUN/es/start.safetensors)."""
     from hyper_es import architectures
     from hyper_es.directions.sources import tensor_shapes
     from hyper_es.es.engine import es_tensors
-    from hyper_es.es.run import HISTORY, read_history
+    from hyper_es.es.run import HISTORY, START, read_history
     from hyper_es.es.update import apply_update
 
     out = Path(run_dir) / "es"
@@ -32,6 +33,11 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
     shapes = tensor_shapes(base)
     names = es_tensors(shapes, config["es"]["scope"], architectures.for_model(base).layer_pattern)
     delta = {n: torch.zeros(shapes[n], dtype=torch.float32) for n in names}
+    if (out / START).is_file():  # sequenced: the start row's update first, as the engine's θ_0
+        from safetensors.torch import load_file
+
+        for n, d in load_file(str(out / START)).items():
+            delta[n] += d
     for rec in history[:kept]:
         apply_update(delta, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
     return delta, result

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -31,10 +32,21 @@ def es_tensors(names_shapes: dict[str, tuple[int, ...]], scope: str, layer_patte
     raise HyperESError(f"es.scope: unknown scope '{scope}' (expected full or all_linear)")
 
 
+def add_start(master: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> None:
+    """θ_0 = base + the start row's update (sequencing); the update must lie inside the ES tensors."""
+    outside = sorted(set(start) - set(master))
+    if outside:
+        raise HyperESError(f"es.start: the start's update touches '{outside[0]}', outside es.scope; use scope: full "
+                           f"or all_linear to cover it")
+    for n, d in start.items():
+        master[n] += d.to(master[n].device, torch.float32)
+
+
 class HFES(HFGenerator):
     """HF backend: the perturbed parameters are overwritten in place (θ + scale·ε cast to the model's dtype)."""
 
-    def __init__(self, model, tokenizer, names: list[str], *, batch_size: int = 32, max_model_len: int | None = None):
+    def __init__(self, model, tokenizer, names: list[str], *, batch_size: int = 32, max_model_len: int | None = None,
+                 start: dict[str, torch.Tensor] | None = None):
         super().__init__(model, tokenizer, batch_size=batch_size, max_model_len=max_model_len)
         params = dict(model.named_parameters())  # tied weights appear once
         missing = [n for n in names if n not in params]
@@ -42,6 +54,8 @@ class HFES(HFGenerator):
             raise HyperESError(f"the model has no parameter '{missing[0]}'")
         self.params = {n: params[n] for n in names}
         self.master = {n: p.detach().to(torch.float32).clone() for n, p in self.params.items()}
+        add_start(self.master, start or {})
+        self.set_genome(None)
         self.last_fidelity = 0.0
 
     @torch.no_grad()
@@ -63,8 +77,9 @@ class HFES(HFGenerator):
         return self.master
 
 
-def es_engine(recipe, backend: str):
-    """(engine, tokenizer): a resident model of the recipe's base for ES, in the engine dtype of the recipe."""
+def es_engine(recipe, backend: str, start_file: Path | None = None):
+    """(engine, tokenizer): a resident model of the recipe's base for ES, in the engine dtype of the recipe, its θ_0
+    the base plus the update in `start_file` (safetensors) when ES is sequenced after another stage."""
     from hyper_es import architectures, models
     from hyper_es.engine import _check_backend, engine_dtype
 
@@ -78,9 +93,14 @@ def es_engine(recipe, backend: str):
         from hyper_es.es.vllm_engine import VLLMES
 
         tok = AutoTokenizer.from_pretrained(path)
-        return VLLMES(path, tok, architecture=arch.name, scope=recipe.es.scope, dtype=dtype,
+        return VLLMES(path, tok, architecture=arch.name, scope=recipe.es.scope, start=start_file, dtype=dtype,
                       max_model_len=recipe.model.max_model_len, seed=recipe.es.seed), tok
     model, tok = models.load(str(path), dtype=dtype)
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    start = None
+    if start_file is not None:
+        from safetensors.torch import load_file
+
+        start = load_file(str(start_file))
     return HFES(model, tok, es_tensors(shapes, recipe.es.scope, arch.layer_pattern), batch_size=recipe.eval.batch_size,
-                max_model_len=recipe.model.max_model_len), tok
+                max_model_len=recipe.model.max_model_len, start=start), tok

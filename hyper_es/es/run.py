@@ -27,6 +27,7 @@ from hyper_es.search.start import guard_decision
 
 logger = logging.getLogger(__name__)
 HISTORY = "history.jsonl"
+START = "start.safetensors"  # the start row's update (es.start: baseline | hyper-es)
 FIELDS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha")
 
 
@@ -121,7 +122,17 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                             f"use a new --out, or the recipe it was started with")
     else:
         write_json_atomic(path, config)
-    engine, tok = es_engine(recipe, backend or recipe.eval.backend)
+    start_file = None
+    if recipe.es.start != "base":  # GRPO→ES, Hyper-ES→ES: the start's update, fixed once on disk
+        start_file = out / START
+        if not start_file.is_file():
+            from safetensors.torch import save_file
+
+            from hyper_es.updates import row_update
+
+            save_file({n: t.contiguous() for n, t in row_update(run_dir, recipe.es.start, recipe).items()},
+                      str(start_file))
+    engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
     try:
         return es_search(recipe, run_dir, engine, tok)
     finally:

@@ -15,14 +15,16 @@ WORKER = "hyper_es.es.vllm_worker.ESWorker"
 class VLLMES(VLLMGenerator):
     last_fidelity = 0.0
 
-    def __init__(self, model: str | Path, tokenizer, *, architecture: str, scope: str, **engine_kwargs):
+    def __init__(self, model: str | Path, tokenizer, *, architecture: str, scope: str, start: Path | None = None,
+                 **engine_kwargs):
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
-        spec = {"base": str(model), "architecture": architecture, "scope": scope}
+        spec = {"base": str(model), "architecture": architecture, "scope": scope,
+                "start": None if start is None else str(start)}
         loaded = self.llm.collective_rpc("es_load", args=(spec,))[0]
         if "error" in loaded:
             self.close()
             raise HyperESError(loaded["error"])
-        self.es_tensors = loaded["tensors"]
+        self.es_tensors, self.es_names = loaded["tensors"], loaded["names"]
         self.last_timing: dict[str, float] = {}
 
     def set_genome(self, member: Member | None) -> None:

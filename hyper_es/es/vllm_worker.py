@@ -27,7 +27,15 @@ class ESWorker(HyperESWorker):
             device = next(self.model_runner.model.parameters()).device
             self._hx_bind(arch, names, spec["base"], device, spec["architecture"])
             self.es_names = names
-            return {"tensors": len(names), "targets": len(self.hx_targets)}
+            if spec.get("start"):  # sequencing: θ_0 = base + the start row's update
+                from safetensors.torch import load_file
+
+                from hyper_es.es.engine import add_start
+
+                master = {n: self.hx_master[n] for n in names}
+                add_start(master, load_file(spec["start"]))
+                self.es_set(None, 0.0)
+            return {"tensors": len(names), "targets": len(self.hx_targets), "names": names}
         except HyperESError as exc:
             return {"error": str(exc)}
 

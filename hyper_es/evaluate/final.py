@@ -90,8 +90,12 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
                  for s in snapshots]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, pass_k=True, steps=steps))
-    if (run_dir / "es" / "result.json").is_file():
-        rows.append(Row("es", "es", {"es": 1.0}, raw=True, pass_k=True, steps=0))  # ES takes no gradient steps
+    if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
+        start = es_start(run_dir)
+        steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "", steps=total)]
+                                               if r.name == start)
+        rows.append(Row("es" if start == "base" else f"{start}+es", "es", {"es": 1.0}, raw=True, pass_k=True,
+                        steps=steps))
     best = run_dir / "search" / "best.json"
     if best.is_file():
         genome, x = Genome.from_json(best)
@@ -99,6 +103,12 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
         rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), pass_k=True, steps=total))
     return rows
+
+
+def es_start(run_dir: Path) -> str:
+    """The row RUN/es started from (`es.start`: base, baseline or hyper-es)."""
+    config = read_json(run_dir / "es" / "config.json", "delete RUN/es to restart ES")
+    return (config.get("es") or {}).get("start", "base")
 
 
 def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:
