@@ -23,6 +23,20 @@ def _recipe(tmp_path, **es):
     return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
 
 
+def _finished_run(tmp_path, *, limit: int, **es):
+    """A whole tiny `hyper-es run` in tmp_path/run (2 one-step directions, one search generation), HF backend."""
+    from hyper_es.pipeline import run
+
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["gradient"].update(steps=1, directions=2)
+    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
+    data["es"].update({"sigma": 0.05, "alpha": 0.02, **es})
+    data["eval"].update(limit=limit)
+    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    run(recipe, tmp_path / "run", backend="hf")
+    return recipe
+
+
 def _engine(recipe, scope="all_linear"):
     model, tok = models.load(recipe.model.name, dtype="float32")
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
@@ -150,16 +164,9 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     engine that ran ES (to fp32 rounding), and the row is scored and reported like the others."""
     from hyper_es.es.delta import es_delta
     from hyper_es.evaluate.final import evaluate_run
-    from hyper_es.pipeline import run
     from hyper_es.report import run_report
 
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["gradient"].update(steps=1, directions=2)
-    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
-    data["es"].update({"population": 4, "iterations": 2, "sigma": 0.05, "alpha": 0.02, "scope": "all_linear"})
-    data["eval"].update(limit=8)
-    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
-    run(recipe, tmp_path / "run", backend="hf")
+    recipe = _finished_run(tmp_path, limit=8, population=4, iterations=2, scope="all_linear")
     engine, tok = _engine(recipe)
     theta0 = {n: w.clone() for n, w in engine.weights().items()}
     result = es_search(recipe, tmp_path / "run", engine, tok)
@@ -184,17 +191,10 @@ def test_grpo_then_es_starts_from_the_baseline(tmp_path):
     plus ES's, and it is charged the baseline's steps."""
     from hyper_es.es.run import run_es
     from hyper_es.evaluate.final import evaluate_run
-    from hyper_es.pipeline import run
     from hyper_es.report import run_report
     from hyper_es.updates import row_update
 
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["gradient"].update(steps=1, directions=2)
-    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
-    data["es"].update({"population": 2, "iterations": 1, "sigma": 0.05, "alpha": 0.02, "start": "baseline"})
-    data["eval"].update(limit=4)
-    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
-    run(recipe, tmp_path / "run", backend="hf")
+    recipe = _finished_run(tmp_path, limit=4, population=2, iterations=1, start="baseline")
     base = {n: p.detach().clone() for n, p in models.load(recipe.model.name, dtype="float32")[0].named_parameters()}
     result = run_es(recipe, tmp_path / "run", backend="hf")
     start = row_update(tmp_path / "run", "baseline", recipe)
