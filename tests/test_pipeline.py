@@ -185,7 +185,7 @@ def test_notebook_executes_on_the_tiny_run(tiny_run, name, monkeypatch):
     nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    assert not [o for o in outputs if o.output_type == "error"]
+    assert not [(o.ename, o.evalue) for o in outputs if o.output_type == "error"]
     if name == "compare_grpo_lora":  # five figures: steps, Pass@k, search, coefficients, geometry
         assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5
 

@@ -66,13 +66,10 @@ def coverage(run_dirs: list[Path]) -> dict:
 
 
 def plot(result: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from hyper_es.analyze.figures import save, subplots
 
     tasks, files = list(result["tasks"]), []
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    fig, axes = subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for name, r in result["tasks"][task]["rows"].items():
             ax.plot(range(1, len(r["pass_curve"]) + 1), r["pass_curve"], "o-", ms=3, label=name)
@@ -81,8 +78,8 @@ def plot(result: dict, out: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ks := [k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k <= n], [str(k) for k in ks])
     axes[0][0].legend(fontsize=7)
-    files.append(_save(fig, out / "pass_at_k.png"))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    files.append(save(fig, out / "pass_at_k.png"))
+    fig, axes = subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         rows = result["tasks"][task]["rows"]
         width = 0.09 / max(len(rows), 1)
@@ -90,23 +87,14 @@ def plot(result: dict, out: Path) -> list[Path]:
             ax.bar(BINS[:-1] + j * width, r["solve_rate_hist"], width=width, align="edge", label=name)
         ax.set(title=task, xlabel="per-problem solve rate (correct / n)", ylabel="problems")
     axes[0][0].legend(fontsize=7)
-    files.append(_save(fig, out / "solve_rates.png"))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    files.append(save(fig, out / "solve_rates.png"))
+    fig, axes = subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         rows = result["tasks"][task]["rows"]
         ax.barh(list(rows), [len(r["only_this_row"]) for r in rows.values()])
         ax.set(title=task, xlabel="problems solved by this row only (any of n samples)")
-    files.append(_save(fig, out / "unique_solves.png"))
+    files.append(save(fig, out / "unique_solves.png"))
     return files
-
-
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def analyze_coverage(run_dirs: list[Path], out: Path) -> dict:

@@ -79,12 +79,9 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
 
 
 def plot(result: dict, out: Path) -> list[Path]:
-    import matplotlib
+    from hyper_es.analyze.figures import save, subplots
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (a, b) = subplots(1, 2, figsize=(10, 3.8))
     for row, r in result["rows"].items():
         ps = [p for p in result["fractions"]]
         a.plot(ps, [r["accuracy"][f"p={p:g}"]["mean"] for p in ps], "o-", label=row)
@@ -95,11 +92,7 @@ def plot(result: dict, out: Path) -> list[Path]:
           title="accuracy kept (dotted: the base)")
     b.set(xlabel="layer", ylabel="‖ΔW‖ (Frobenius)", title="per-layer update norm", yscale="log")
     a.legend(fontsize=7)
-    fig.tight_layout()
-    path = out / "sparsity.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return [save(fig, out / "sparsity.png")]
 
 
 def analyze_sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], out: Path, *,
