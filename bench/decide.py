@@ -157,6 +157,7 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         trained = report["paired"]["pooled"].get("trained", [])
         best = (report.get("baseline_best") or {}).get("name", "baseline")
         entry = {"baseline_best": best, "steps": {n: rows[n]["optimizer_steps"] for n in ("hyper-es", "baseline")},
+                 "rows": [rows[n] for n in dict.fromkeys(("base", "uniform", best, "baseline", "hyper-es")) if n in rows],
                  "vs": {}}
         for label in ("baseline", "baseline-best"):
             d = report["paired"]["vs"].get(label, {}).get("hyper-es")
@@ -191,7 +192,18 @@ def summary_markdown(summary: dict, lr: dict | None) -> str:
     if lr:
         lines += [f"Baseline lr chosen on validation (seed {lr['seed']}): {lr['chosen']:g} — " + ", ".join(
             f"{k}: {v['val']:.3f} ({v['best']})" for k, v in lr["lrs"].items()), ""]
-    lines += ["| seed | baseline row | steps H-ES/baseline | trained tasks (pooled) | gsm8k |", "|---|---|---|---|---|"]
+    lines += ["Greedy test accuracy (1,000 problems per trained task, GSM8K-100) and cost, from each seed's report.json:", "",
+              "| seed | row | steps | train tokens | search tokens | chain_sum | add_sub | gsm8k |",
+              "|---|---|---|---|---|---|---|---|"]
+    for seed, e in summary["seeds"].items():
+        for r in e["rows"]:
+            res = r["results"]
+            lines.append(f"| {seed} | {r['name']} | {r['optimizer_steps']} | {'—' if r['train_tokens'] is None else r['train_tokens']} | "
+                         f"{r['search_tokens'] or 0} | " + " | ".join(
+                             f"{res[t]['greedy']:.3f}" if t in res else "—" for t in ("chain_sum", "add_sub", "gsm8k"))
+                         + " |")
+    lines += ["", "Hyper-ES minus each baseline row, greedy, points, paired bootstrap 95% CI:", "",
+              "| seed | baseline row | steps H-ES/baseline | trained tasks (pooled) | gsm8k |", "|---|---|---|---|---|"]
     for seed, e in summary["seeds"].items():
         for label in ("baseline", "baseline-best"):
             d = e["vs"].get(label, {})
