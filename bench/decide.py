@@ -124,8 +124,8 @@ def ablate(args, lr: float, name: str) -> dict:
 def ablation_markdown(results: Path, seed: int) -> str:
     """One line per search: the main run's and each ablation's, on the validation guard's rows."""
     lines = [f"# Ablations (seed {seed}): validation accuracy (greedy, the guard's rows), one change each", "",
-             "| search | overrides | x0 | searched | kept | better/worse rows | hyper-es | search s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| search | overrides | base | x0 | searched | kept | better/worse rows | hyper-es | search s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     entries = [("main", {}, results / f"seed{seed}" / "search" / "result.json")]
     entries += [(n, ABLATIONS[n], results / "ablation" / n / "result.json") for n in ABLATIONS]
     for name, over, path in entries:
@@ -134,9 +134,11 @@ def ablation_markdown(results: Path, seed: int) -> str:
         r = read_json(path, "")
         g = r.get("guard") or {}
         lines.append(f"| {name} | {', '.join(f'{k}={v}' for k, v in over.items()) or 'the recipe'} | "
-                     f"{g.get('x0_val', 0):.3f} | {g.get('best_val', 0):.3f} | {g.get('kept')} | "
+                     f"{r['rows']['base']['val']:.3f} | {g.get('x0_val', 0):.3f} | {g.get('best_val', 0):.3f} | {g.get('kept')} | "
                      f"{g.get('better_rows')}/{g.get('worse_rows')} | {r['rows']['hyper-es']['val']:.3f} | "
                      f"{r['search_seconds']:.0f} |")
+    lines += ["", "base: the base model in that search's engine (bf16 rounds the base too). search s: wall time, "
+              "shared with other jobs for some runs, so not comparable across rows."]
     return "\n".join(lines) + "\n"
 
 
