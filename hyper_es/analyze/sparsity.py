@@ -48,8 +48,8 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
     from hyper_es.report import trained_tasks
     from hyper_es.tasks import Task
 
-    base = DirectionSet.from_run(run_dir).base
-    arch = architectures.for_model(DirectionSet.from_run(run_dir).base_path)
+    run_set = DirectionSet.from_run(run_dir)  # read once: its base and architecture
+    base, arch = run_set.base, architectures.for_model(run_set.base_path)
     names = [t.name for t in recipe.tasks if t.test is not None]
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in trained_tasks(recipe, names) or names]
     fractions = sorted({float(p) for p in fractions} | {1.0}, reverse=True)

@@ -75,7 +75,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
     if history:
         logger.info("ES: resumed after %d iterations (replayed)", len(history))
     lines = [json.dumps(r) for r in history]
-    t0 = time.perf_counter()
+    t0, new_tokens = time.perf_counter(), 0
     for it in range(len(history), c.iterations):
         sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
         seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
@@ -88,6 +88,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
         rec = {"iteration": it, "seeds": seeds, "signs": sg, "rewards": r, "z": z, "sigma": sigma, "alpha": c.alpha,
                "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r)}
         lines.append(json.dumps(rec))
+        new_tokens += rec["tokens"]
         write_text_atomic(out / HISTORY, "\n".join(lines) + "\n")
         logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g", it + 1, rec["mean"], rec["best"], sigma)
     final = scorer.score(None, val)
@@ -96,7 +97,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
     result = {"iterations": c.iterations, "kept_iterations": kept, "seconds": time.perf_counter() - t0,
               "guard": decision,
               "val": {"start": start.reward, "es": final.reward},
-              "tokens": sum(json.loads(line).get("tokens", 0) for line in lines)}
+              "tokens": sum(r.get("tokens", 0) for r in history) + new_tokens}
     write_json_atomic(out / "result.json", result)
     return result
 

@@ -42,8 +42,8 @@ def signs(population: int, antithetic: bool) -> list[int]:
 
 @torch.no_grad()
 def perturb(params: Mapping[str, torch.Tensor], seed: int, scale: float) -> None:
-    """θ += scale·ε(seed) for every tensor, in place (restore with −scale: exact up to fp rounding; see
-    `hyper_es.es` callers, which restore from a master copy when exactness matters)."""
+    """θ += scale·ε(seed) for every tensor, in place. Undoing it with −scale is exact only up to fp rounding; the
+    ES engines restore from an fp32 master instead."""
     for name, p in params.items():
         p.add_(noise(seed, name, p.shape, device=p.device, dtype=p.dtype), alpha=scale)
 
