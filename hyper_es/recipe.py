@@ -301,12 +301,16 @@ class ESConfig(Strict):
     scope: Literal["full", "all_linear"] = Field(
         "all_linear", description="full: every tensor of the checkpoint; all_linear: the 2-D weights in the layers")
     population: Annotated[int, Field(ge=2)] = 16
-    iterations: PosInt = 10
+    iterations: PosInt = Field(10, description="iterations (the σ schedule's horizon)")
+    max_tokens: PosInt | None = Field(
+        None, description="stop once the members' fitness generations reach this many tokens (an equal budget)")
     sigma: Annotated[float, Field(gt=0)] = 1e-3
     sigma_schedule: Literal["constant", "linear", "cosine"] = "constant"
     sigma_min: Annotated[float, Field(ge=0)] = 0.0
     warmup: NonNegInt = 0
-    alpha: Annotated[float, Field(gt=0)] = 5e-4
+    alpha: Annotated[float, Field(gt=0)] = Field(
+        5e-7, description="step α of θ ← θ + α/(Nσ)·Σ zᵢεᵢ; an update written α'/N·Σ zᵢεᵢ (α' = 5e-4 at σ = 1e-3 in "
+        "the ES-at-scale study) is alpha = α'·σ here")
     normalise: Literal["zscore", "centred_rank", "none"] = "zscore"
     antithetic: bool = False
     seed: NonNegInt = 0

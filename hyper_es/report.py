@@ -115,7 +115,8 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
     search = {"generations": len(log), "evals": result.get("evals"), "seconds": result.get("search_seconds"),
-              "tokens": sum(r.get("tokens", 0) for r in log), "rows": result.get("rows")}
+              "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0),
+              "rows": result.get("rows")}  # fitness tokens: the generations' and the scale scan's
     out = []
     for r in rows:
         steps, tokens, wall, search_tokens = r["steps"], None, None, 0

@@ -61,6 +61,8 @@ def test_es_resume_by_replay_ends_identical(tmp_path):
     want = {n: w.clone() for n, w in engine.weights().items()}
     hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
     assert len(hist) == 3 and all(len(json.loads(h)["seeds"]) == 4 for h in hist)
+    for d in (json.loads(h)["diversity"] for h in hist):  # 4 fitness prompts, 4 members
+        assert 1 <= d["distinct"] <= 4 and 0 <= d["solved_mean"] <= d["solved_any"] <= 1
     # a run killed after iteration 2, with a half-written third line: resumes, replays 2, runs the third
     (tmp_path / "b" / "es").mkdir(parents=True)
     (tmp_path / "b" / "es" / HISTORY).write_text("\n".join(hist[:2]) + "\n" + hist[2][:20])
@@ -70,6 +72,28 @@ def test_es_resume_by_replay_ends_identical(tmp_path):
     assert all(torch.equal(engine2.weights()[n], want[n]) for n in want)
     assert (tmp_path / "b" / "es" / HISTORY).read_text().splitlines() == hist
     assert resumed["guard"]["kept"] == full["guard"]["kept"] and resumed["kept_iterations"] in (0, 3)
+
+
+def test_population_diversity_counts_distinct_answers_and_any_member_solves():
+    from hyper_es.es.run import diversity
+    from hyper_es.search.run import Score
+
+    scores = [Score(0.5, per_row=[1.0, 0.0], answers=["3", None]), Score(0.0, per_row=[0.0, 0.0], answers=["4", None]),
+              Score(0.5, per_row=[1.0, 0.0], answers=["3", "7"])]
+    d = diversity(scores)
+    assert d == {"distinct": 2.0, "solved_any": 0.5, "solved_mean": pytest.approx(2 / 6)}
+
+
+def test_es_token_budget_stops_and_resume_keeps_it(tmp_path):
+    """es.max_tokens: ES stops after the iteration whose fitness tokens reach the budget; a re-run adds nothing."""
+    recipe = _recipe(tmp_path, iterations=5, max_tokens=1)
+    engine, tok = _engine(recipe)
+    first = es_search(recipe, tmp_path / "a", engine, tok)
+    hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
+    assert first["iterations"] == len(hist) == 1 and first["tokens"] == json.loads(hist[0])["tokens"] > 0
+    assert first["kept_iterations"] in (0, 1)
+    again = es_search(recipe, tmp_path / "a", *_engine(recipe))
+    assert again["iterations"] == 1 and (tmp_path / "a" / "es" / HISTORY).read_text().splitlines() == hist
 
 
 @pytest.mark.integration
@@ -184,6 +208,10 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     row = next(r for r in report["rows"] if r["name"] == "es")
     assert row["optimizer_steps"] == 0 and row["search_tokens"] == result["tokens"] > 0
     assert "es" in report["paired"]["vs"]["baseline"]
+    from hyper_es.analyze.coverage import analyze_coverage
+
+    cov = analyze_coverage([tmp_path / "run"], tmp_path / "cov")
+    assert len(cov["es_diversity"]["run"]) == 2 and (tmp_path / "cov" / "es_diversity.png").stat().st_size > 0
 
 
 def test_grpo_then_es_starts_from_the_baseline(tmp_path):

@@ -37,6 +37,9 @@ def test_report_rows_costs_and_files(tiny_run):
     assert rows["hyper-es"]["optimizer_steps"] == 9 and rows["baseline"]["optimizer_steps"] == 10
     assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1
     assert rows["hyper-es"]["search_tokens"] == report["search"]["tokens"] > 0
+    log = [json.loads(x) for x in (run_dir / "search" / "generations.jsonl").read_text().splitlines()]
+    scan = json.loads((run_dir / "search" / "result.json").read_text()).get("scale_scan") or {}
+    assert report["search"]["tokens"] == sum(r["tokens"] for r in log) + scan.get("tokens", 0)  # fitness tokens
     assert rows["hyper-es"]["wall_s"] > rows["uniform"]["wall_s"] > 0
     assert 0 < rows["baseline@2"]["train_tokens"] < rows["baseline@8"]["train_tokens"] < rows["baseline"]["train_tokens"]
     for name in ("base", "baseline", "hyper-es"):  # the compared rows carry Pass@k and the full curve

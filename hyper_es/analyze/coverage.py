@@ -4,7 +4,9 @@ From the evaluated rows' per-problem records (RUN/eval/<row>.json; rows with sam
 baseline, Hyper-ES, ES): the Pass@k curve k = 1…n, each row's distribution of per-problem solve rates
 (correct / n), and the problems a row solves (in any of its n samples) that no other row solves. Rows of several
 runs are compared on the problems they share (matched by id), and named `<run folder>/<row>` when more than one
-run is given. Writes coverage.json and PNG figures to --out.
+run is given. For an ES run, the population's answer diversity per iteration (RUN/es/history.jsonl: distinct
+final answers per fitness prompt across members, and the share of prompts some member solves) is added. Writes
+coverage.json and PNG figures to --out.
 """
 
 from __future__ import annotations
@@ -43,10 +45,27 @@ def sampled_rows(run_dirs: list[Path]) -> dict[str, dict[str, dict[str, tuple[in
     return out
 
 
-def coverage(run_dirs: list[Path]) -> dict:
+def es_diversity(run_dirs: list[Path]) -> dict[str, list[dict]]:
+    """{run label: [per-iteration diversity]} for the runs with an ES history that logged it."""
+    out = {}
+    for run in run_dirs:
+        path = Path(run) / "es" / "history.jsonl"
+        if path.is_file():
+            from hyper_es.es.run import read_history
+
+            config = read_json(Path(run) / "es" / "config.json", "delete RUN/es to restart ES")
+            curve = [r["diversity"] for r in read_history(path, config["es"]["population"]) if "diversity" in r]
+            if curve:
+                out[Path(run).name] = curve
+    return out
+
+
+def coverage(run_dirs: list[Path], diversity_from: list[Path] | None = None) -> dict:
+    """`diversity_from`: the ES runs whose population diversity is added (default: `run_dirs`)."""
     rows = sampled_rows([Path(r) for r in run_dirs])
     tasks = sorted(set.intersection(*(set(t) for t in rows.values())))
-    result = {"rows": list(rows), "tasks": {}}
+    div = es_diversity([Path(r) for r in (run_dirs if diversity_from is None else diversity_from)])
+    result = {"rows": list(rows), "tasks": {}, "es_diversity": div}
     for task in tasks:
         ids = sorted(set.intersection(*(set(r[task]) for r in rows.values())))
         n = min(rows[name][task][i][0] for name in rows for i in ids)
@@ -94,12 +113,23 @@ def plot(result: dict, out: Path) -> list[Path]:
         ax.barh(list(rows), [len(r["only_this_row"]) for r in rows.values()])
         ax.set(title=task, xlabel="problems solved by this row only (any of n samples)")
     files.append(save(fig, out / "unique_solves.png"))
+    if result.get("es_diversity"):
+        fig, axes = subplots(1, 2, figsize=(9, 3.6), squeeze=False)
+        for name, curve in result["es_diversity"].items():
+            its = range(1, len(curve) + 1)
+            axes[0][0].plot(its, [d["distinct"] for d in curve], "o-", ms=3, label=name)
+            axes[0][1].plot(its, [d["solved_any"] for d in curve], "o-", ms=3, label=f"{name}: any member")
+            axes[0][1].plot(its, [d["solved_mean"] for d in curve], "x--", ms=3, label=f"{name}: mean member")
+        axes[0][0].set(title="ES population", xlabel="iteration", ylabel="distinct answers per prompt")
+        axes[0][1].set(title="ES population", xlabel="iteration", ylabel="share of fitness prompts solved")
+        axes[0][1].legend(fontsize=7)
+        files.append(save(fig, out / "es_diversity.png"))
     return files
 
 
-def analyze_coverage(run_dirs: list[Path], out: Path) -> dict:
+def analyze_coverage(run_dirs: list[Path], out: Path, diversity_from: list[Path] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    result = coverage(run_dirs)
+    result = coverage(run_dirs, diversity_from)
     write_json_atomic(out / "coverage.json", result)
     result["figures"] = [str(p) for p in plot(result, out)]
     return result

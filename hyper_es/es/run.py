@@ -14,6 +14,8 @@ import logging
 import time
 from pathlib import Path
 
+import numpy as np
+
 from hyper_es import rewards
 from hyper_es.errors import DataError
 from hyper_es.es.engine import Member
@@ -52,10 +54,20 @@ def read_history(path: Path, population: int) -> list[dict]:
     return out
 
 
+def diversity(scores: list[Score]) -> dict:
+    """How the population's answers spread on one fitness minibatch: distinct final answers per prompt (no answer
+    counts as one), the share of prompts some member solves, and the members' mean share."""
+    answers = [sc.answers for sc in scores]
+    solved = np.array([sc.per_row for sc in scores]) >= 1.0
+    distinct = [len({a[j] for a in answers}) for j in range(len(answers[0]))] if answers and answers[0] else [0]
+    return {"distinct": float(np.mean(distinct)), "solved_any": float(solved.any(axis=0).mean()),
+            "solved_mean": float(solved.mean())}
+
+
 def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
     """Run (or resume) ES with a resident ES engine (set_genome(Member | None), update, weights); returns the
     result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
-    have, c.iterations or 0 when the guard keeps θ_0). The engine ends holding θ_T."""
+    have: the iterations run, or 0 when the guard keeps θ_0). The engine ends holding θ_T."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
     c, s = recipe.es, recipe.search
@@ -75,8 +87,11 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
     if history:
         logger.info("ES: resumed after %d iterations (replayed)", len(history))
     lines = [json.dumps(r) for r in history]
-    t0, new_tokens = time.perf_counter(), 0
+    t0, spent = time.perf_counter(), sum(r.get("tokens", 0) for r in history)
     for it in range(len(history), c.iterations):
+        if c.max_tokens is not None and spent >= c.max_tokens:
+            logger.info("ES: token budget reached (%d >= es.max_tokens %d) after %d iterations", spent, c.max_tokens, it)
+            break
         sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
         seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
         rows = fitness_rows(pool, s, it)
@@ -86,18 +101,24 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
         z = normalise(r, c.normalise).tolist()
         engine.update(seeds, z, sigma, c.alpha, sg)
         rec = {"iteration": it, "seeds": seeds, "signs": sg, "rewards": r, "z": z, "sigma": sigma, "alpha": c.alpha,
-               "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r)}
+               "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r),
+               "diversity": diversity(scores)}
         lines.append(json.dumps(rec))
-        new_tokens += rec["tokens"]
+        history.append(rec)
+        spent += rec["tokens"]
         write_text_atomic(out / HISTORY, "\n".join(lines) + "\n")
-        logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g", it + 1, rec["mean"], rec["best"], sigma)
+        logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g, %.2f distinct answers per prompt", it + 1,
+                    rec["mean"], rec["best"], sigma, rec["diversity"]["distinct"])
     final = scorer.score(None, val)
+    write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
     decision = guard_decision(start, final, what="ES weights")
-    kept = c.iterations if decision["kept"] == "search" else 0  # the weights: θ_0 + the first `kept` updates
-    result = {"iterations": c.iterations, "kept_iterations": kept, "seconds": time.perf_counter() - t0,
+    if not s.guard:
+        decision["kept"] = "search (search.guard: false)"
+    kept = len(history) if decision["kept"].startswith("search") else 0  # θ_0 + the first `kept` updates
+    result = {"iterations": len(history), "kept_iterations": kept, "seconds": time.perf_counter() - t0,
               "guard": decision,
               "val": {"start": start.reward, "es": final.reward},
-              "tokens": sum(r.get("tokens", 0) for r in history) + new_tokens}
+              "tokens": spent}
     write_json_atomic(out / "result.json", result)
     return result
 

@@ -24,6 +24,7 @@ from hyper_es.engine.fidelity import WARN_ABOVE
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
 from hyper_es.evaluate.runner import reward_errors, score_completions
+from hyper_es.rewards.extract import final_answer
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
@@ -43,6 +44,7 @@ class Score:
     reward_errors: int = 0  # reward calls that raised and scored 0
     per_row: list[float] = field(default_factory=list)  # mean reward per problem, in row order (paired comparisons)
     fidelity: float = 0.0  # ‖installed − intended‖ / ‖intended‖ of the update the engine served (engine/fidelity.py)
+    answers: list[str | None] = field(default_factory=list)  # first completion's final answer per problem (diversity)
 
 
 class Scorer:
@@ -87,18 +89,20 @@ class Scorer:
         outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
                                             for t, sp in zip(tasks, samplings)])
         t2 = time.perf_counter()
-        total, weight, tokens, per_row = 0.0, 0.0, 0, []
+        total, weight, tokens, per_row, answers = 0.0, 0.0, 0, [], []
         for task, sampling, task_outs in zip(tasks, samplings, outs):
             scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
-                row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)[1]
+                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
                 scored += row_scores
                 per_row.append(float(np.mean(row_scores)))
+                answers.append(final_answer(texts[0]) if texts else None)
                 tokens += sum(map(len, completions))
             total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
         timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
-        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity)
+        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity,
+                     answers=answers)
 
 
 def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], dict[str, list[dict]]]:

@@ -1,0 +1,194 @@
+"""Full-parameter ES beside GRPO-LoRA and Hyper-ES on SmolLM2-135M, at an equal budget of generated tokens.
+
+    python bench/es_study.py --root /work/exp/es --source /work/exp/decide/seed0-lr0.00025
+
+`--source` is a finished `hyper-es run` folder of the decision experiment (bench/decide.py): its directions,
+baseline, search and evaluated rows are shared by every arm (hard links and copies), so the arms are paired on the
+same test problems and only the ES rows are new. The budget is the Hyper-ES row's generated tokens (training +
+search). Arms, each a run folder under `--root`, resumable by stage:
+- `es`: ES from the base, its fitness tokens capped at the budget (`es.max_tokens`);
+- `grpo-es`: ES from the GRPO-LoRA baseline (`es.start: baseline`), capped at the budget minus the baseline's
+  training tokens;
+- short runs from the base (validation only, paired against the start): z-score (the default), no normalisation,
+  and z-score with antithetic pairs.
+ES settings are those of the ES-at-scale study (σ 1e-3, a step of 5e-4 on (1/N)·Σ zᵢεᵢ, which is α = 5e-7 in
+this toolkit's α/(Nσ) form), population 16 (8 in the short runs), all linear weights in the layers. Writes
+`--results/summary.json`, `summary.md`, the arms' reports and ES histories, and the coverage figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hyper_es.evaluate import stats  # noqa: E402
+from hyper_es.io import read_json, write_json_atomic  # noqa: E402
+from hyper_es.recipe import load_recipe, recipe_from_dict  # noqa: E402
+
+ES = {"scope": "all_linear", "population": 16, "sigma": 1e-3, "alpha": 5e-7, "iterations": 100,
+      "normalise": "zscore", "antithetic": False, "seed": 0}
+SHORT = {"zscore": {}, "none": {"normalise": "none"}, "antithetic": {"antithetic": True}}
+SHORT_RUN = {"population": 8, "iterations": 3}
+SHARED = ["search", "eval", "geometry.json", "recipe.yaml"]
+
+
+def arm_recipe(source: Path, **es):
+    data = load_recipe(source / "recipe.yaml").model_dump(mode="json")
+    data["es"].update({**ES, **es})
+    return recipe_from_dict(data, ROOT / "recipes" / "smollm2-135m.yaml")
+
+
+def arm_folder(root: Path, source: Path, name: str) -> Path:
+    """A run folder sharing the source's directions (hard links) and finished search and evaluation (copies)."""
+    run = root / name
+    if not (run / "directions").is_dir():
+        shutil.copytree(source.resolve() / "directions", run / "directions", copy_function=os.link)
+    for rel in SHARED:
+        src, dst = source / rel, run / rel
+        if src.is_dir() and not dst.exists():
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("engine", "tensorboard"))
+        elif src.is_file() and not dst.exists():
+            shutil.copy2(src, dst)
+    return run
+
+
+def budget(source: Path) -> dict:
+    rows = {r["name"]: r for r in read_json(source / "report.json", "finish the source run")["rows"]}
+    h, b = rows["hyper-es"], rows["baseline"]
+    total = h["train_tokens"] + h["search_tokens"]
+    return {"tokens": total, "hyper-es": total, "baseline": b["train_tokens"], "es": total,
+            "grpo-es": total - b["train_tokens"]}
+
+
+def run_arms(args) -> dict:
+    from hyper_es.es.run import run_es
+    from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.report import run_report, write_report
+
+    cap = budget(args.source)
+    for name, start in (("es", "base"), ("grpo-es", "baseline")):
+        run = arm_folder(args.root, args.source, name)
+        recipe = arm_recipe(args.source, start=start, max_tokens=cap[name])
+        run_es(recipe, run)
+        report = run_report(recipe, run, evaluate_run(recipe, run))
+        write_report(run, report)
+        copy_out(run, args.results / name)
+    for name, change in SHORT.items():
+        run = args.root / f"short-{name}"
+        recipe = arm_recipe(args.source, **SHORT_RUN, **change)
+        run_es(recipe, run)
+        copy_out(run, args.results / f"short-{name}")
+    return cap
+
+
+def copy_out(run: Path, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel in ("report.json", "report.md", "es/config.json", "es/history.jsonl", "es/result.json",
+                "es/start.json", "es/final.json"):
+        if (run / rel).is_file():
+            shutil.copy2(run / rel, dest / Path(rel).name)
+    for row in ("es", "baseline+es"):
+        if (run / "eval" / f"{row}.json").is_file():
+            shutil.copy2(run / "eval" / f"{row}.json", dest / f"eval-{row}.json")
+
+
+def _records(run: Path, row: str, task: str) -> dict:
+    return read_json(run / "eval" / f"{row}.json", "evaluate the arm")["results"][task]["records"]
+
+
+def summarize(args, cap: dict) -> dict:
+    """Side by side: greedy, Pass@1, Pass@8 and tokens per row; each row minus the baseline's best adapter by
+    validation and minus Hyper-ES, paired, pooled over the trained tasks; the short runs' validation change."""
+    source = read_json(args.source / "report.json", "finish the source run")
+    best = (source.get("baseline_best") or {}).get("name", "baseline")
+    trained = source["paired"]["pooled"]["trained"]
+    runs = {"baseline": args.source, best: args.source, "hyper-es": args.source,
+            "es": args.root / "es", "baseline+es": args.root / "grpo-es"}
+    table, pairs = [], {}
+    for row, run in runs.items():
+        report = read_json(run / "report.json", "evaluate the arm")
+        r = next(x for x in report["rows"] if x["name"] == row)
+        table.append({"row": row, "steps": r["optimizer_steps"], "tokens": r["train_tokens"] + r["search_tokens"],
+                      **{m: r["mean"].get(m) for m in ("greedy", "pass@1", "pass@8")},
+                      **{t: r["results"][t]["greedy"] for t in trained}})
+    for ref in (best, "hyper-es"):
+        for row, run in runs.items():
+            if row == ref:
+                continue
+            strata = [stats.align(*_ids(run, row, t), *_ids(runs[ref], ref, t), what=f"{row} vs {ref} {t}")
+                      for t in trained]
+            pairs.setdefault(ref, {})[row] = stats.paired_bootstrap(strata).to_dict()
+    short = {}
+    for name in SHORT:
+        d = args.root / f"short-{name}" / "es"
+        if (d / "final.json").is_file():
+            s0, s1 = read_json(d / "start.json", ""), read_json(d / "final.json", "")
+            short[name] = {"start": s0["reward"], "final": s1["reward"],
+                           "diff": stats.paired_bootstrap([(s1["per_row"], s0["per_row"])]).to_dict()}
+    return {"budget_tokens": cap, "baseline_best": best, "trained_tasks": trained, "rows": table,
+            "paired_greedy": pairs, "short_runs_val": short, "es_settings": ES, "short_settings": SHORT_RUN}
+
+
+def _ids(run: Path, row: str, task: str):
+    rec = _records(run, row, task)
+    return rec["ids"], rec["greedy"]
+
+
+def markdown(s: dict) -> str:
+    def ci(d):
+        return f"{100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
+
+    best = s["baseline_best"]
+    lines = [f"Budget: {s['budget_tokens']['tokens']:,} generated tokens (the Hyper-ES row: training + search).", "",
+             f"| row | steps | tokens | greedy (all) | pass@1 | pass@8 | {' | '.join(s['trained_tasks'])} "
+             f"| vs {best} (trained) | vs hyper-es (trained) |",
+             "|:--|--:|--:|--:|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|"]
+    for r in s["rows"]:
+        vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"][ref] else "—"
+              for ref in (best, "hyper-es")]
+        lines.append(f"| {r['row']} | {r['steps']} | {r['tokens']:,} | {r['greedy']:.3f} | {r['pass@1'] or 0:.3f} "
+                     f"| {r['pass@8'] or 0:.3f} | " + " | ".join(f"{r[t]:.3f}" for t in s["trained_tasks"])
+                     + f" | {vs[0]} | {vs[1]} |")
+    if s["short_runs_val"]:
+        lines += ["", "Short runs (validation rows, ES − its start, paired):", "",
+                  "| normalisation | start | final | Δ [95% CI] |", "|:--|--:|--:|--:|"]
+        for name, r in s["short_runs_val"].items():
+            lines.append(f"| {name} | {r['start']:.3f} | {r['final']:.3f} | {ci(r['diff'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", type=Path, required=True, help="run folders (resumable; keep outside the repo)")
+    p.add_argument("--source", type=Path, required=True, help="a finished decision-experiment run folder")
+    p.add_argument("--results", type=Path, default=ROOT / "bench/results/es")
+    p.add_argument("--summary-only", action="store_true")
+    args = p.parse_args()
+    from hyper_es.analyze.coverage import analyze_coverage
+    from hyper_es.progress import setup_logging
+
+    setup_logging()
+    args.results.mkdir(parents=True, exist_ok=True)
+    cap = budget(args.source) if args.summary_only else run_arms(args)
+    summary = summarize(args, cap)
+    write_json_atomic(args.results / "summary.json", summary)
+    (args.results / "summary.md").write_text(markdown(summary))
+    rows = args.root / "coverage"  # the compared rows of all arms in one folder (coverage reads RUN/eval/*.json)
+    (rows / "eval").mkdir(parents=True, exist_ok=True)
+    for row, run in (("base", args.source), ("baseline", args.source), ("hyper-es", args.source),
+                     ("es", args.root / "es"), ("baseline+es", args.root / "grpo-es")):
+        shutil.copy2(run / "eval" / f"{row}.json", rows / "eval" / f"{row}.json")
+    arms = [args.root / a for a in ("es", "grpo-es", *(f"short-{n}" for n in SHORT))]
+    analyze_coverage([rows], args.results / "coverage", diversity_from=[a for a in arms if a.is_dir()])
+    print(markdown(summary))
+    print(f"command: python {' '.join(sys.argv)}")
+
+
+if __name__ == "__main__":
+    main()
