@@ -1,4 +1,5 @@
-"""`hyper-es run`: collect (K directions + the GRPO-LoRA baseline) → search → final evaluation → report.
+"""`hyper-es run`: collect (K directions + the GRPO-LoRA baseline) → search → final evaluation → report; with
+`method: es`, the baseline → full-parameter ES → final evaluation → report.
 
 Every stage resumes from what is on disk: finished jobs are skipped, the search continues from its checkpoint
 (and is not re-run once `search/result.json` exists), finished evaluation rows are skipped.
@@ -35,11 +36,11 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.collect import collect
     from hyper_es.io import write_json_atomic
-    from hyper_es.evaluate.final import evaluate_run
-    from hyper_es.report import run_report, write_report
     from hyper_es.search.run import search
 
     run_dir = Path(run_dir)
+    if recipe.method == "es":
+        return run_es_method(recipe, run_dir, backend=backend)
     logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
     collect(recipe, run_dir, baseline=True)
     if not (run_dir / "geometry.json").is_file():
@@ -49,6 +50,32 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     else:
         logger.info("stage 2/4: CMA-ES search")
         search(recipe, run_dir, backend=backend, score_test=False)  # stage 3 evaluates every row on test
+    return evaluate_and_report(recipe, run_dir, backend)
+
+
+def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) -> dict:
+    """`method: es`: the GRPO-LoRA baseline → full-parameter ES (from the base or the baseline; then GRPO-LoRA on
+    ES's weights with `es.then: grpo`) → final evaluation → report."""
+    from hyper_es.directions.collect import collect
+    from hyper_es.es.run import run_es
+    from hyper_es.es.sequence import es_then_grpo
+
+    logger.info("stage 1/4: gradient stage (the GRPO-LoRA baseline)")
+    collect(recipe, run_dir, baseline=True, directions=False)
+    if (run_dir / "es" / "result.json").is_file():
+        logger.info("stage 2/4: ES already finished (es/result.json)")
+        if recipe.es.then == "grpo":
+            es_then_grpo(recipe, run_dir)
+    else:
+        logger.info("stage 2/4: full-parameter ES")
+        run_es(recipe, run_dir, backend=backend)
+    return evaluate_and_report(recipe, run_dir, backend)
+
+
+def evaluate_and_report(recipe: Recipe, run_dir: Path, backend: str | None) -> dict:
+    from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.report import run_report, write_report
+
     logger.info("stage 3/4: final evaluation on the held-out test sets")
     rows = evaluate_run(recipe, run_dir, backend=backend)
     logger.info("stage 4/4: report")

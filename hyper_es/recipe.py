@@ -314,6 +314,8 @@ class ESConfig(Strict):
     normalise: Literal["zscore", "centred_rank", "none"] = "zscore"
     antithetic: bool = False
     seed: NonNegInt = 0
+    then: Literal["none", "grpo"] = Field(
+        "none", description="grpo: ES → GRPO-LoRA, a job with the baseline's settings trained on ES's weights")
     start: Literal["base", "baseline", "hyper-es"] = Field(
         "base", description="where ES starts: the base, or the run's GRPO-LoRA baseline or Hyper-ES weights "
         "(GRPO→ES and Hyper-ES→ES sequencing; the run's stage must be finished)")
@@ -329,6 +331,9 @@ class ESConfig(Strict):
 
 class Recipe(Strict):
     name: str
+    method: Literal["hyper-es", "es"] = Field(
+        "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
+        "search), or full-parameter ES (the `es` section)")
     model: ModelConfig
     tasks: list[TaskConfig] = Field(min_length=1)
     gradient: GradientConfig = Field(default_factory=GradientConfig)
@@ -342,6 +347,9 @@ class Recipe(Strict):
 
     @model_validator(mode="after")
     def _cross_refs(self) -> Recipe:
+        if self.method == "es" and self.es.start == "hyper-es":
+            raise ValueError("@es.start: hyper-es needs method: hyper-es (a method: es run has no search); "
+                             "expected base or baseline")
         names = [t.name for t in self.tasks]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

@@ -128,7 +128,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             steps, tokens, wall = _cost(run_dir, dirs)
             if r["kind"] == "hyper-es":
                 search_tokens, wall = search["tokens"], wall + (search["seconds"] or 0.0)
-        elif r["kind"] == "es":  # its generation tokens and wall time, after those of a sequenced start
+        elif r["kind"] in ("es", "es-grpo"):  # ES's tokens and wall time, after a sequenced start's; then GRPO's
             from hyper_es.evaluate.final import es_start
 
             es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
@@ -137,6 +137,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                 run_dir, ["baseline"] if start == "baseline" else dirs)
             search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
             wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
+            if r["kind"] == "es-grpo":
+                job = read_manifest(run_dir / "es" / "grpo")
+                steps, tokens, wall = steps + job["optimizer_steps"], tokens + job["tokens"], wall + job["wall_seconds"]
         elif r["kind"] == "baseline-snapshot":  # the baseline run's tokens up to the snapshot (its token curve)
             curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
             tokens = int(curve[steps]) if steps in curve else None
@@ -308,8 +311,9 @@ def report_markdown(report: dict) -> str:
                           f"for: {', '.join(paired['without_records'])}. Delete their eval/<row>.json and re-run "
                           f"to evaluate them again."]
     s = report["search"]
-    lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
-              f"{_fmt(s['seconds'], 0)} s."]
+    if s["generations"]:
+        lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
+                  f"{_fmt(s['seconds'], 0)} s."]
     return "\n".join(lines) + "\n"
 
 

@@ -10,16 +10,22 @@ from hyper_es.errors import DataError
 
 
 def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]:
-    """ΔW of a row: `hyper-es` (best.json merged as searched), `es` (replayed history), or an adapter of the run
-    (`baseline`, `baseline@N`, a direction name)."""
+    """ΔW of a row: `hyper-es` (best.json merged as searched), `es` / `<start>+es` (replayed history),
+    `…es+grpo` (ES → GRPO-LoRA), or an adapter of the run (`baseline`, `baseline@N`, a direction name)."""
     from hyper_es.directions import DirectionSet
     from hyper_es.merging import Genome, MergePlan, recipe_genome
 
     run_dir = Path(run_dir)
-    if row == "es":
+    if row == "es" or row.endswith("+es"):  # ES (after its start, when sequenced)
         from hyper_es.es.delta import es_delta
 
-        return es_delta(run_dir, DirectionSet.from_run(run_dir).base_path)[0]
+        from hyper_es import models
+
+        return es_delta(run_dir, models.resolve(recipe.model.name, revision=recipe.model.revision))[0]
+    if row.endswith("es+grpo"):  # ES → GRPO-LoRA
+        from hyper_es.es.sequence import es_grpo_delta
+
+        return es_grpo_delta(run_dir, recipe.model.name)
     if row == "hyper-es":
         ds = DirectionSet.from_run(run_dir)
         genome, x = Genome.from_json(run_dir / "search" / "best.json")
@@ -30,5 +36,5 @@ def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]
     if not (folder / "adapter_config.json").is_file():
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
-    ds = DirectionSet.from_adapters(DirectionSet.from_run(run_dir).base, [folder], [row])
+    ds = DirectionSet.from_adapters(recipe.model.name, [folder], [row])
     return {t: ds.delta(0, t) for t in ds[0].parts}

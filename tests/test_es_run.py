@@ -237,3 +237,56 @@ def test_grpo_then_es_starts_from_the_baseline(tmp_path):
     baseline = next(r for r in report["rows"] if r["name"] == "baseline")
     assert row["name"] == "baseline+es" and row["optimizer_steps"] == baseline["optimizer_steps"]
     assert row["search_tokens"] == result["tokens"] > 0
+
+
+def test_method_es_run_then_grpo(tmp_path):
+    """`method: es` in `hyper-es run`: the baseline, ES from it (GRPO→ES), then GRPO-LoRA on ES's weights (es.then:
+    grpo); rows base, baseline, baseline+es, baseline+es+grpo, with steps and tokens of each stage, no search."""
+    from hyper_es.directions.collect import add_update
+    from hyper_es.es.delta import es_delta
+    from hyper_es.es.sequence import JOB, grpo_folder
+    from hyper_es.pipeline import run
+    from hyper_es.updates import row_update
+
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["gradient"].update(steps=1, directions=2, baseline_snapshot_every=0)
+    data["search"].update(minibatch=4, val_size=4, guard=False)
+    data["es"].update(population=2, iterations=1, sigma=0.05, alpha=0.02, then="grpo", start="baseline")
+    data["eval"].update(limit=4)
+    recipe = hx.recipe.recipe_from_dict({**data, "method": "es"}, tmp_path / "recipe.yaml")
+    report = run(recipe, tmp_path / "run", backend="hf")
+    rows = {r["name"]: r for r in report["rows"]}
+    assert list(rows) == ["base", "baseline", "baseline+es", "baseline+es+grpo"]
+    assert not (tmp_path / "run" / "search").exists()
+    job = json.loads((grpo_folder(tmp_path / "run") / "manifest.json").read_text())
+    es = json.loads((tmp_path / "run" / "es" / "result.json").read_text())
+    delta, _ = es_delta(tmp_path / "run", models.resolve(recipe.model.name))
+    norm = sum(float(d.pow(2).sum()) for d in delta.values()) ** 0.5
+    assert es["kept_iterations"] == 1 and job["name"] == JOB and job["start"] == {"from": "es", "norm": pytest.approx(norm)}
+    assert norm > 0  # ES's kept weights include its start, the baseline's update
+    g, b = rows["baseline+es+grpo"], rows["baseline"]
+    assert g["optimizer_steps"] == job["optimizer_steps"] + b["optimizer_steps"] == 2 * b["optimizer_steps"]
+    assert g["train_tokens"] == job["tokens"] + b["train_tokens"] and g["search_tokens"] == es["tokens"] > 0
+    assert "baseline+es+grpo" in report["paired"]["vs"]["baseline"]
+    # the row's update is ES's (its start included) plus the new adapter's B·A
+    from hyper_es.directions import DirectionSet
+
+    both = row_update(tmp_path / "run", "baseline+es+grpo", recipe)
+    lora = DirectionSet.from_adapters(recipe.model.name, [grpo_folder(tmp_path / "run")])
+    for t in lora[0].parts:
+        torch.testing.assert_close(both[t], delta[t] + lora.delta(0, t), rtol=0, atol=1e-6)
+    # add_update: the job's model is the base plus the update
+    model, _ = models.load(recipe.model.name, dtype="float32")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    add_update(model, delta)
+    params = dict(model.named_parameters())
+    assert all(torch.equal(params[n], before[n] + d) for n, d in delta.items())
+    with pytest.raises(hx.errors.HyperESError, match="no parameter"):
+        add_update(model, {"nope.weight": torch.zeros(1)})
+
+
+def test_method_es_refuses_a_hyper_es_start(tmp_path):
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["es"]["start"] = "hyper-es"
+    with pytest.raises(hx.errors.RecipeError, match="es.start"):
+        hx.recipe.recipe_from_dict({**data, "method": "es"}, tmp_path / "recipe.yaml")

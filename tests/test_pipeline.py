@@ -114,12 +114,13 @@ def test_raw_rows_are_base_plus_delta_exactly(tiny_run):
     """A direction alone and the baseline are merged as trained (density 1, coefficient 1/λ), even though the
     recipe's merge uses DARE at 0.6 and λ = 0.8."""
     recipe, run_dir, _ = tiny_run
-    ds, search_ds, snaps = eval_set(run_dir)
+    ds, search_names, snaps = eval_set(run_dir)
+    assert search_names == hx.DirectionSet.from_run(run_dir).names
     genome = genome_for(ds, layer_group_size=2, per_direction_density=True)
     plan = MergePlan(ds, genome, MergeSettings.from_config(recipe.merge))
-    rows = {r.name: r for r in plan_rows(run_dir, search_ds.names, snaps)}
+    rows = {r.name: r for r in plan_rows(run_dir, search_names, snaps)}
     for name in ("dir-1", "baseline", "baseline@4"):
-        x = row_vector(rows[name], genome, search_ds.names, 0.6, 0.8)
+        x = row_vector(rows[name], genome, search_names, 0.6, 0.8)
         k = ds.names.index(name)
         for t, delta in plan.deltas(x):
             torch.testing.assert_close(delta, ds.delta(k, t), rtol=0, atol=1e-6)

@@ -147,8 +147,11 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
     )
 
 
-def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path:
-    """Train one job and move its adapter into RUN/directions/<name>/. Resumes from a TRL checkpoint if one exists."""
+def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, start: dict | None = None,
+            dest: Path | None = None) -> Path:
+    """Train one job and move its adapter into RUN/directions/<name>/ (or `dest`). Resumes from a TRL checkpoint if
+    one exists. `start` ({tensor: ΔW}) is added to the base first: the LoRA then trains on top of that update
+    (ES → GRPO-LoRA), and the manifest says so."""
     import datasets
     import peft
     import torch
@@ -158,8 +161,8 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
 
     from hyper_es import models
 
-    final = run_dir / "directions" / job.name
-    work = run_dir / "directions" / f".work-{job.name}"
+    final = dest or run_dir / "directions" / job.name
+    work = final.parent / f".work-{job.name}"
     trainer_dir = work / "trainer"
     if work.exists() and not (recipe.gradient.checkpoint_every and trainer_dir.is_dir()):
         shutil.rmtree(work)  # an interrupted job without checkpoints restarts from scratch
@@ -171,6 +174,8 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
     model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
                              trust_remote_code=recipe.model.trust_remote_code)
     rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length)
+    if start:
+        add_update(model, start)
     lora = job.lora
     lora_cfg = peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                                target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM")
@@ -201,6 +206,9 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
     write_json_atomic(adapter / MANIFEST, {
         "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
         "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
+        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA), with that update's norm
+        "start": {"from": "es", "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5}
+        if start else None,
         "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
                  "dropout": lora.dropout},
         "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora"}),
@@ -219,6 +227,20 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str) -> Path
     shutil.rmtree(work, ignore_errors=True)
     logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
     return final
+
+
+def add_update(model, update: dict) -> None:
+    """Add {parameter name: ΔW} to the model's weights in place (fp32 sum, cast to the parameter's dtype)."""
+    import torch
+
+    params = dict(model.named_parameters())
+    missing = sorted(set(update) - set(params))
+    if missing:
+        raise HyperESError(f"the start update names '{missing[0]}', which the model has no parameter for")
+    with torch.no_grad():
+        for n, d in update.items():
+            p = params[n]
+            p.copy_((p.float() + d.to(p.device, torch.float32)).to(p.dtype))
 
 
 def _mean(values) -> float | None:

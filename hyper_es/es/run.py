@@ -124,8 +124,9 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
 
 
 def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
-    """`hyper-es es`: build the resident ES engine, run (or resume) ES in RUN/es/, close the engine. A run folder
-    started with other ES or fitness settings is refused (its history would not replay to the same weights)."""
+    """`hyper-es es`: build the resident ES engine, run (or resume) ES in RUN/es/, close the engine; then, with
+    `es.then: grpo`, the GRPO-LoRA job on ES's weights (RUN/es/grpo/). A run folder started with other ES or
+    fitness settings is refused (its history would not replay to the same weights)."""
     from hyper_es.es.engine import es_engine
 
     out = Path(run_dir) / "es"
@@ -156,6 +157,11 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                       str(start_file))
     engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
     try:
-        return es_search(recipe, run_dir, engine, tok)
+        result = es_search(recipe, run_dir, engine, tok)
     finally:
         engine.close()
+    if recipe.es.then == "grpo":  # ES → GRPO-LoRA, on the weights ES kept
+        from hyper_es.es.sequence import es_then_grpo
+
+        es_then_grpo(recipe, run_dir)
+    return result

@@ -43,7 +43,7 @@ EVAL_DIR = "eval"
 @dataclass
 class Row:
     name: str
-    kind: str  # base | direction | uniform | baseline | baseline-snapshot | es | hyper-es
+    kind: str  # base | direction | uniform | baseline | baseline-snapshot | es | es-grpo | hyper-es
     weights: dict[str, float] = field(default_factory=dict)  # one weight per direction (all layers)
     searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
@@ -51,11 +51,13 @@ class Row:
     steps: int | None = None  # optimizer steps spent to make this model
 
 
-def eval_set(run_dir: Path) -> tuple[DirectionSet, DirectionSet, dict[int, Path]]:
-    """Search directions, then the baseline and its snapshots; returns (that set, the search's set, {step: snapshot})."""
-    search = DirectionSet.from_run(run_dir)
-    folders = [Path(d.origin) for d in search.directions]
-    names = list(search.names)
+def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
+    """Search directions, then the baseline and its snapshots, then ES's dense updates; returns (that set, the
+    search's direction names, {step: snapshot}). A `method: es` run has no search directions."""
+    from hyper_es.directions.manifest import finished_jobs
+
+    jobs = [Path(f) for f, _ in finished_jobs(run_dir)]
+    folders, names = list(jobs), [read_manifest(f)["name"] for f in jobs]
     baseline = run_dir / "directions" / "baseline"
     snapshots = {}
     if (baseline / "manifest.json").is_file():
@@ -65,15 +67,22 @@ def eval_set(run_dir: Path) -> tuple[DirectionSet, DirectionSet, dict[int, Path]
             snapshots[int(snap.name[5:])] = snap
             folders.append(snap)
             names.append(f"baseline@{snap.name[5:]}")
-    ds = DirectionSet.from_adapters(search.base, folders, names)
+    bases = {read_manifest(f)["base"]["name"] for f in [*jobs, baseline] if read_manifest(f) is not None}
+    if len(bases) != 1:
+        raise DataError(f"{run_dir}: expected finished jobs on one base under directions/, found bases {sorted(bases)}")
+    ds = DirectionSet.from_adapters(bases.pop(), folders, names)
     if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
         from hyper_es.directions.sources import Dense, Direction
         from hyper_es.es.delta import es_delta
+        from hyper_es.es.sequence import es_grpo_delta, grpo_folder
 
-        delta, _ = es_delta(run_dir, ds.base_path)
-        ds = DirectionSet(ds.base, [*ds.directions, Direction("es", {t: Dense(v) for t, v in delta.items()},
-                                                              origin=str(run_dir / "es"))], validate=False)
-    return ds, search, snapshots
+        dense = {"es": es_delta(run_dir, ds.base_path)[0]}
+        if read_manifest(grpo_folder(run_dir)) is not None:  # ES → GRPO-LoRA
+            dense["es+grpo"] = es_grpo_delta(run_dir, ds.base)
+        ds = DirectionSet(ds.base, [*ds.directions, *(Direction(n, {t: Dense(v) for t, v in d.items()},
+                                                                 origin=str(run_dir / "es")) for n, d in dense.items())],
+                          validate=False)
+    return ds, names[:len(jobs)], snapshots
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
@@ -83,7 +92,8 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
     # A snapshot increment alone is not a model anyone trained (and the first one is a baseline snapshot): skipped.
     rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names
              if "derived_from" not in manifests[n]]
-    rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
+    if search_names:
+        rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
     baseline = run_dir / "directions" / "baseline" / "manifest.json"
     if baseline.is_file():
         steps = read_manifest(baseline.parent)["optimizer_steps"]
@@ -94,8 +104,12 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         start = es_start(run_dir)
         steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "", steps=total)]
                                                if r.name == start)
-        rows.append(Row("es" if start == "base" else f"{start}+es", "es", {"es": 1.0}, raw=True, pass_k=True,
-                        steps=steps))
+        name = "es" if start == "base" else f"{start}+es"
+        rows.append(Row(name, "es", {"es": 1.0}, raw=True, pass_k=True, steps=steps))
+        grpo = read_manifest(run_dir / "es" / "grpo")
+        if grpo is not None:  # ES → GRPO-LoRA
+            rows.append(Row(f"{name}+grpo", "es-grpo", {"es+grpo": 1.0}, raw=True, pass_k=True,
+                            steps=steps + grpo["optimizer_steps"]))
     best = run_dir / "search" / "best.json"
     if best.is_file():
         genome, x = Genome.from_json(best)
@@ -138,8 +152,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     (out / "val").mkdir(parents=True, exist_ok=True)
     m, e = recipe.merge, recipe.eval
     backend = backend or e.backend
-    ds, search_ds, snapshots = eval_set(run_dir)
-    search_names = search_ds.names
+    ds, search_names, snapshots = eval_set(run_dir)
     rows = plan_rows(run_dir, search_names, snapshots)
     val = validation_tasks(recipe)
     val_todo = [r for r in rows if r.kind in BASELINE_KINDS and val and not (out / "val" / f"{r.name}.json").is_file()]
@@ -148,7 +161,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     def engine_for(row: Row):
         if not held:
             # The layout of the searched genome (best.json), else the recipe's; one density per direction.
-            layout, settings = recipe_genome(recipe, search_ds)
+            layout, settings = recipe_genome(recipe, ds)
             layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
                                 per_direction_density=True)
