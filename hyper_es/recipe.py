@@ -298,8 +298,9 @@ class ESConfig(Strict):
     """Full-parameter evolution strategies (hyper_es.es): member i is θ + σ·εᵢ, with εᵢ generated in the engine
     from (seed, tensor name); θ ← θ + α/(Nσ)·Σ zᵢ·εᵢ. Fitness rows, reward, guard and validation: as `search`."""
 
-    scope: Literal["full", "all_linear"] = Field(
-        "all_linear", description="full: every tensor of the checkpoint; all_linear: the 2-D weights in the layers")
+    scope: Literal["full", "all_linear", "lora"] = Field(
+        "all_linear", description="full: every tensor of the checkpoint; all_linear: the 2-D weights in the layers; "
+        "lora: the factors of a LoRA shaped as gradient.lora (r, alpha, targets), A at PEFT's Gaussian init, B zero")
     population: Annotated[int, Field(ge=2)] = 16
     iterations: PosInt = Field(10, description="iterations (the σ schedule's horizon)")
     max_tokens: PosInt | None = Field(
@@ -331,9 +332,6 @@ class ESConfig(Strict):
 
 class Recipe(Strict):
     name: str
-    method: Literal["hyper-es", "es"] = Field(
-        "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
-        "search), or full-parameter ES (the `es` section)")
     model: ModelConfig
     tasks: list[TaskConfig] = Field(min_length=1)
     gradient: GradientConfig = Field(default_factory=GradientConfig)
@@ -341,6 +339,9 @@ class Recipe(Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     es: ESConfig = Field(default_factory=ESConfig)
+    method: Literal["hyper-es", "es"] = Field(
+        "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
+        "search), or full-parameter ES (the `es` section)")
     threads: PosInt = Field(1, description="torch intra-op threads (1 when another process shares the cores)")
 
     _path: Path | None = PrivateAttr(default=None)

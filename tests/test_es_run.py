@@ -14,6 +14,7 @@ from hyper_es.es.run import HISTORY, es_search
 
 
 ROOT = Path(__file__).resolve().parents[1]
+ROOT_TINY = "tiny-random"  # the recipes' tiny model (models.resolve)
 
 
 def _recipe(tmp_path, **es):
@@ -96,15 +97,59 @@ def test_es_token_budget_stops_and_resume_keeps_it(tmp_path):
     assert again["iterations"] == 1 and (tmp_path / "a" / "es" / HISTORY).read_text().splitlines() == hist
 
 
+LORA = dict(r=4, alpha=8.0, targets=("q_proj", "v_proj", "down_proj"))  # q without k: a partly written fused qkv
+
+
+def test_lora_scope_member_update_and_replay(tmp_path):
+    """es.scope lora: θ₀ installs the base exactly (B = 0); a member installs W₀ + s·B'A' with the factors' own
+    noise; an update moves the factors, and es_delta's replay from the history gives the engine's W − W₀."""
+    from hyper_es.es.delta import es_delta
+    from hyper_es.es.lora import LoraShape, init_factors, lora_delta
+
+    shape = LoraShape(**LORA)
+    model, tok = models.load(ROOT_TINY, dtype="float32")
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    names = es_tensors(shapes, "lora", r"\.layers\.(\d+)\.", shape)
+    assert names and all(n.split(".")[-2] in LORA["targets"] for n in names)
+    base = {n: p.detach().clone() for n, p in model.named_parameters()}
+    engine = HFES(model, tok, names, lora=shape)
+    assert all(torch.equal(engine.params[n], base[n]) for n in names)
+    w = names[0]
+    a, b = engine.theta[f"{w}:A"], engine.theta[f"{w}:B"]
+    engine.set_genome(Member(7, 0.1))
+    want = base[w] + shape.scaling * ((b + 0.1 * noise(7, f"{w}:B", b.shape)) @ (a + 0.1 * noise(7, f"{w}:A", a.shape)))
+    torch.testing.assert_close(engine.params[w], want, rtol=0, atol=1e-6)
+    engine.restore()
+    assert all(torch.equal(engine.params[n], base[n]) for n in names)
+    engine.update([7, 9], [1.0, -1.0], 0.1, 0.05, [1, 1])
+    factors = init_factors({n: shapes[n] for n in names}, shape.r)
+    from hyper_es.es.update import apply_update
+
+    apply_update(factors, [7, 9], [1.0, -1.0], 0.1, 0.05, [1, 1])
+    assert all(torch.equal(engine.theta[k], v) for k, v in factors.items()) and engine.theta[f"{w}:B"].abs().sum() > 0
+    es = tmp_path / "run" / "es"
+    es.mkdir(parents=True)
+    (es / "config.json").write_text(json.dumps({"es": {"population": 2, "scope": "lora"}, "lora": {**LORA}}))
+    (es / "result.json").write_text(json.dumps({"kept_iterations": 1}))
+    (es / HISTORY).write_text(json.dumps({"iteration": 0, "seeds": [7, 9], "signs": [1, 1], "rewards": [1, 0],
+                                          "z": [1.0, -1.0], "sigma": 0.1, "alpha": 0.05}) + "\n")
+    delta, _ = es_delta(tmp_path / "run", models.resolve(ROOT_TINY))
+    assert set(delta) == set(names)
+    for n, d in delta.items():
+        torch.testing.assert_close(d, engine.weights()[n] - base[n], rtol=0, atol=1e-6)
+        torch.testing.assert_close(d, lora_delta(factors, shape.scaling)[n], rtol=0, atol=0)
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("scope", ["all_linear", "full"])
+@pytest.mark.parametrize("scope", ["all_linear", "full", "lora"])
 def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tmp_path, scope):
     """A member installed in the resident vLLM engine generates exactly what a fresh engine loaded with θ + σε
-    (written by the HF side, same noise by name) generates; setting θ back gives the base's generations again."""
+    (written by the HF engine, same noise by name; for lora, W₀ + s·B'A' of the same factors) generates; setting θ
+    back gives the base's generations again."""
     pytest.importorskip("vllm")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hyper_es.engine import Sampling, make_generator
+    from hyper_es.engine import Sampling
     from hyper_es.es.vllm_engine import VLLMES
     from hyper_es.tasks import get_task
 
@@ -112,7 +157,10 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
     task = get_task("countdown")
     prompts = task.prompt_ids(tok, task.rows("test")[:12])
     s = Sampling(max_tokens=16)
-    engine = VLLMES(tiny_path, tok, architecture="llama", scope=scope, dtype="float32", max_model_len=512)
+    from hyper_es.es.lora import LoraShape
+
+    lora = LoraShape(**LORA) if scope == "lora" else None
+    engine = VLLMES(tiny_path, tok, architecture="llama", scope=scope, lora=lora, dtype="float32", max_model_len=512)
     try:
         base_out = engine.generate(prompts, s)
         engine.set_genome(Member(3, 0.5))
@@ -135,16 +183,21 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
             assert started.generate(prompts, s) == got
         finally:
             started.close()
-    model = AutoModelForCausalLM.from_pretrained(tiny_path, torch_dtype=torch.float32)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for n in es_tensors({n: tuple(p.shape) for n, p in params.items()}, scope, r"\.layers\.(\d+)\."):
-            params[n].add_(0.5 * noise(3, n, params[n].shape))
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    fresh, _ = make_generator("vllm", str(tmp_path / "m"), dtype="float32", max_model_len=512)
+    model, _ = models.load(str(tiny_path), dtype="float32")
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    HFES(model, tok, es_tensors(shapes, scope, r"\.layers\.(\d+)\.", lora), lora=lora).set_genome(Member(3, 0.5))
+    assert _fresh_vllm_generates(model, tok, tmp_path / "m", prompts, s) == got != base_out
+
+
+def _fresh_vllm_generates(model, tok, folder, prompts, sampling):
+    """What a fresh vLLM engine loaded with `model`'s weights (saved to `folder`) generates."""
+    from hyper_es.engine import make_generator
+
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    fresh, _ = make_generator("vllm", str(folder), dtype="float32", max_model_len=512)
     try:
-        assert fresh.generate(prompts, s) == got != base_out
+        return fresh.generate(prompts, sampling)
     finally:
         fresh.close()
 

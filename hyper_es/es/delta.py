@@ -1,6 +1,7 @@
-"""θ_kept − θ_0 of an ES run, rebuilt from its history (no weights are stored): the replayed updates summed onto
-zeros in fp32. It equals the engine's θ − θ_0 up to fp32 rounding, and serves as a dense direction, so the final
-evaluation scores ES with the same resident engine and paired records as every other row."""
+"""θ_kept − base of an ES run, rebuilt from its history (no weights are stored): a sequenced start's update plus
+the replayed updates, summed onto zeros in fp32 (`scope: lora`: the factors replayed from their init, then s·B·A).
+It equals the engine's θ − base up to fp32 rounding, and serves as a dense direction, so the final evaluation
+scores ES with the same resident engine and paired records as every other row."""
 
 from __future__ import annotations
 
@@ -31,13 +32,30 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
     if len(history) < kept:
         raise DataError(f"{out / HISTORY}: {len(history)} iterations, but the result keeps {kept}")
     shapes = tensor_shapes(base)
-    names = es_tensors(shapes, config["es"]["scope"], architectures.for_model(base).layer_pattern)
-    delta = {n: torch.zeros(shapes[n], dtype=torch.float32) for n in names}
-    if (out / START).is_file():  # sequenced: the start row's update first, as the engine's θ_0
+    lora = None
+    if config["es"]["scope"] == "lora":
+        from hyper_es.es.lora import LoraShape
+
+        lora = LoraShape(config["lora"]["r"], float(config["lora"]["alpha"]), tuple(config["lora"]["targets"]))
+    names = es_tensors(shapes, config["es"]["scope"], architectures.for_model(base).layer_pattern, lora)
+    start = {}
+    if (out / START).is_file():  # sequenced: the start row's update (the engine's θ_0 is base + it)
         from safetensors.torch import load_file
 
-        for n, d in load_file(str(out / START)).items():
+        start = load_file(str(out / START))
+    if lora is None:
+        delta = {n: torch.zeros(shapes[n], dtype=torch.float32) for n in names}
+        for n, d in start.items():
             delta[n] += d
-    for rec in history[:kept]:
-        apply_update(delta, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+        for rec in history[:kept]:
+            apply_update(delta, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+    else:  # the factors replayed from their init; the update is what they install, on top of the start's
+        from hyper_es.es.lora import init_factors, lora_delta
+
+        factors = init_factors({n: shapes[n] for n in names}, lora.r)
+        for rec in history[:kept]:
+            apply_update(factors, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+        delta = lora_delta(factors, lora.scaling)
+        for n, d in start.items():
+            delta[n] = delta[n] + d
     return delta, result

@@ -22,14 +22,19 @@ class Member:
     scale: float  # ±σ (the mirror of an antithetic pair has −σ)
 
 
-def es_tensors(names_shapes: dict[str, tuple[int, ...]], scope: str, layer_pattern: str) -> list[str]:
-    """The tensors ES perturbs: every checkpoint tensor (`full`), or the 2-D weights inside the layers."""
+def es_tensors(names_shapes: dict[str, tuple[int, ...]], scope: str, layer_pattern: str, lora=None) -> list[str]:
+    """The tensors ES writes: every checkpoint tensor (`full`), the 2-D weights inside the layers (`all_linear`),
+    or the LoRA targets among those (`lora`, with `lora` a LoraShape)."""
     if scope == "full":
         return sorted(names_shapes)
     if scope == "all_linear":
         layer = re.compile(layer_pattern)
         return sorted(n for n, s in names_shapes.items() if len(s) == 2 and layer.search(n))
-    raise HyperESError(f"es.scope: unknown scope '{scope}' (expected full or all_linear)")
+    if scope == "lora":
+        from hyper_es.es.lora import lora_weights
+
+        return lora_weights(names_shapes, lora, layer_pattern)
+    raise HyperESError(f"es.scope: unknown scope '{scope}' (expected full, all_linear or lora)")
 
 
 def add_start(master: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> None:
@@ -43,10 +48,11 @@ def add_start(master: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -
 
 
 class HFES(HFGenerator):
-    """HF backend: the perturbed parameters are overwritten in place (θ + scale·ε cast to the model's dtype)."""
+    """HF backend: the written parameters are overwritten in place (θ + scale·ε, or with `lora` W₀ + s·B'A', cast to
+    the model's dtype). `theta` is what ES updates: the fp32 master of the weights, or the LoRA factors."""
 
     def __init__(self, model, tokenizer, names: list[str], *, batch_size: int = 32, max_model_len: int | None = None,
-                 start: dict[str, torch.Tensor] | None = None):
+                 start: dict[str, torch.Tensor] | None = None, lora=None):
         super().__init__(model, tokenizer, batch_size=batch_size, max_model_len=max_model_len)
         params = dict(model.named_parameters())  # tied weights appear once
         missing = [n for n in names if n not in params]
@@ -55,26 +61,43 @@ class HFES(HFGenerator):
         self.params = {n: params[n] for n in names}
         self.master = {n: p.detach().to(torch.float32).clone() for n, p in self.params.items()}
         add_start(self.master, start or {})
+        self.lora = lora
+        if lora is not None:
+            from hyper_es.es.lora import init_factors
+
+            self.theta = init_factors({n: tuple(w.shape) for n, w in self.master.items()}, lora.r)
+        else:
+            self.theta = self.master
         self.set_genome(None)
         self.last_fidelity = 0.0
 
-    @torch.no_grad()
-    def set_genome(self, member: Member | None) -> None:
-        for n, p in self.params.items():
-            w = self.master[n]
+    def _installed(self, member: Member | None):
+        if self.lora is not None:
+            from hyper_es.es.lora import installed
+
+            yield from installed(self.master, self.theta, self.lora.scaling,
+                                 None if member is None else (member.seed, member.scale))
+            return
+        for n, w in self.master.items():
             if member is not None:
                 w = w + member.scale * noise(member.seed, n, w.shape, device=w.device)
-            p.copy_(w.to(p.dtype))
+            yield n, w
+
+    @torch.no_grad()
+    def set_genome(self, member: Member | None) -> None:
+        for n, w in self._installed(member):
+            self.params[n].copy_(w.to(self.params[n].dtype))
 
     def restore(self) -> None:
         self.set_genome(None)
 
     def update(self, seeds, z, sigma: float, alpha: float, signs) -> None:
-        apply_update(self.master, seeds, z, sigma, alpha, signs)
+        apply_update(self.theta, seeds, z, sigma, alpha, signs)
         self.set_genome(None)
 
     def weights(self) -> dict[str, torch.Tensor]:
-        return self.master
+        """θ's installed weights in fp32 (the master itself when ES is dense)."""
+        return self.master if self.lora is None else dict(self._installed(None))
 
 
 def es_engine(recipe, backend: str, start_file: Path | None = None):
@@ -87,6 +110,11 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
     path = models.resolve(recipe.model.name, revision=recipe.model.revision)
     arch = architectures.for_model(path)
+    lora = None
+    if recipe.es.scope == "lora":
+        from hyper_es.es.lora import LoraShape
+
+        lora = LoraShape.from_recipe(recipe)
     if backend == "vllm":
         from transformers import AutoTokenizer
 
@@ -94,7 +122,7 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
 
         tok = AutoTokenizer.from_pretrained(path)
         return VLLMES(path, tok, architecture=arch.name, scope=recipe.es.scope, start=start_file, dtype=dtype,
-                      max_model_len=recipe.model.max_model_len, seed=recipe.es.seed), tok
+                      max_model_len=recipe.model.max_model_len, seed=recipe.es.seed, lora=lora), tok
     model, tok = models.load(str(path), dtype=dtype)
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     start = None
@@ -102,5 +130,5 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
         from safetensors.torch import load_file
 
         start = load_file(str(start_file))
-    return HFES(model, tok, es_tensors(shapes, recipe.es.scope, arch.layer_pattern), batch_size=recipe.eval.batch_size,
-                max_model_len=recipe.model.max_model_len, start=start), tok
+    return HFES(model, tok, es_tensors(shapes, recipe.es.scope, arch.layer_pattern, lora),
+                batch_size=recipe.eval.batch_size, max_model_len=recipe.model.max_model_len, start=start, lora=lora), tok

@@ -135,7 +135,8 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     config = {"model": recipe.model.model_dump(mode="json"), "es": recipe.es.model_dump(mode="json"),
               "fitness": {k: getattr(s, k) for k in ("tasks", "fitness_set", "minibatch", "reward", "samples",
                                                       "temperature", "seed", "val_size")},
-              "dtype": recipe.eval.dtype}
+              "dtype": recipe.eval.dtype,
+              **({"lora": recipe.gradient.lora.model_dump(mode="json")} if recipe.es.scope == "lora" else {})}
     path = out / "config.json"
     if path.is_file():
         old = read_json(path, "delete RUN/es to restart ES")

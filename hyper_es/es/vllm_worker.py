@@ -15,7 +15,8 @@ from hyper_es.errors import HyperESError
 
 class ESWorker(HyperESWorker):
     def es_load(self, spec: dict) -> dict:
-        """Bind the ES tensors ({"base", "architecture", "scope"}); {"tensors": n, "targets": n} or {"error": ...}."""
+        """Bind the ES tensors ({"base", "architecture", "scope", "start", "lora": {r, alpha, targets} | None});
+        {"tensors": n, "targets": n, "names": [...]} or {"error": ...}."""
         try:
             from hyper_es.architectures import get
             from hyper_es.directions.sources import tensor_shapes
@@ -23,10 +24,21 @@ class ESWorker(HyperESWorker):
 
             arch = get(spec["architecture"])
             shapes = tensor_shapes(spec["base"])
-            names = es_tensors(shapes, spec["scope"], arch.layer_pattern)
+            self.es_lora = None
+            if spec.get("lora"):
+                from hyper_es.es.lora import LoraShape
+
+                self.es_lora = LoraShape(spec["lora"]["r"], spec["lora"]["alpha"], tuple(spec["lora"]["targets"]))
+            names = es_tensors(shapes, spec["scope"], arch.layer_pattern, self.es_lora)
             device = next(self.model_runner.model.parameters()).device
             self._hx_bind(arch, names, spec["base"], device, spec["architecture"])
             self.es_names = names
+            self.es_theta = self.hx_master  # what ES updates: the fp32 master, or the LoRA factors
+            if self.es_lora is not None:
+                from hyper_es.es.lora import init_factors
+
+                self.es_theta = init_factors({n: tuple(self.hx_master[n].shape) for n in names}, self.es_lora.r,
+                                             device)
             if spec.get("start"):  # sequencing: θ_0 = base + the start row's update
                 from safetensors.torch import load_file
 
@@ -41,15 +53,22 @@ class ESWorker(HyperESWorker):
 
     @torch.no_grad()
     def es_set(self, seed: int | None, scale: float) -> dict[str, float]:
-        """Install θ + scale·ε(seed), or θ itself (seed None); returns {noise_s, install_s}."""
+        """Install θ + scale·ε(seed), or θ itself (seed None); returns {noise_s, install_s}. With LoRA factors, the
+        weights are W₀ + s·B'A' (their noise is counted in install_s)."""
         from hyper_es.es.noise import noise
 
         t0, noise_s = time.perf_counter(), 0.0
+        lora, member = self.es_lora, None if seed is None else (seed, scale)
         for target, parts in self.hx_targets.items():
             weights = {}
             for hf in parts.values():
                 w = self.hx_master[hf]
-                if seed is not None:
+                if lora is not None:  # W₀ + s·B'A' (noise inside, counted as install time)
+                    if f"{hf}:A" in self.es_theta:
+                        from hyper_es.es.lora import installed
+
+                        w = next(installed({hf: w}, self.es_theta, lora.scaling, member))[1]
+                elif seed is not None:
                     t1 = time.perf_counter()
                     eps = noise(seed, hf, w.shape, device=w.device)
                     noise_s += time.perf_counter() - t1
@@ -63,6 +82,6 @@ class ESWorker(HyperESWorker):
         from hyper_es.es.update import apply_update
 
         t0 = time.perf_counter()
-        apply_update(self.hx_master, seeds, z, sigma, alpha, signs)
+        apply_update(self.es_theta, seeds, z, sigma, alpha, signs)
         timing = self.es_set(None, 0.0)
         return {**timing, "update_s": time.perf_counter() - t0 - timing["install_s"]}
