@@ -2,6 +2,9 @@
 
 import json
 
+import numpy as np
+import pytest
+
 import hyper_es as hx
 from hyper_es.directions.collect import collect
 from hyper_es.search.run import search
@@ -26,6 +29,8 @@ def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
     assert all(r["tokens"] > 0 and r["generate_s"] > 0 and "merge_load_s" in r for r in log)
     assert set(result["rows"]) == {"base", "uniform", "x0", "hyper-es"}
     assert all(0 <= row["val"] <= 1 and 0 <= row["test"] <= 1 for row in result["rows"].values())
+    assert all(len(r["val_per_row"]) == 8 and np.mean(r["val_per_row"]) == pytest.approx(r["val"])
+               for r in result["rows"].values())  # one task: the mean over its rows is the score
     genome, x = hx.Genome.from_json(run / "search" / "best.json")
     assert x is not None and genome.size == 2 * 2  # 2 layer groups (of 2 layers) × 2 directions
     again = search(recipe, run, backend="hf")  # resumes: budget already spent, same answer

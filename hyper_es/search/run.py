@@ -199,8 +199,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         result = {"generations": state.generation, "evals": state.evals, "search_seconds": state.seconds,
                   "stop": state.stop, "scale_scan": scan, "guard": decision, "best_val_generation_entry": best,
                   "rows": {}}
-        for name, x in refs.items():
-            result["rows"][name] = {"val": (vals.get(name) or scorer.score(x, val)).reward,
+        for name, x in refs.items():  # val_per_row: per validation problem, in task then row order (paired use)
+            v = vals.get(name) or scorer.score(x, val)
+            result["rows"][name] = {"val": v.reward, "val_per_row": v.per_row,
                                     "test": scorer.score(x, test).reward if test else None}
         engine.restore()
     finally:
