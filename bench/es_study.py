@@ -102,6 +102,24 @@ def _records(run: Path, row: str, task: str) -> dict:
     return read_json(run / "eval" / f"{row}.json", "evaluate the arm")["results"][task]["records"]
 
 
+def _values(run: Path, row: str, task: str, metric: str):
+    """(problem ids, per-problem values): greedy correctness, or the unbiased pass@k estimate from the samples."""
+    from hyper_es.evaluate.passk import pass_at_k
+
+    rec = _records(run, row, task)
+    if metric == "greedy":
+        return rec["ids"], rec["greedy"]
+    k = int(metric[5:])
+    ns = rec["n"] if isinstance(rec["n"], list) else [rec["n"]] * len(rec["correct"])
+    return rec["ids"][:len(rec["correct"])], [pass_at_k(n, c, k) for n, c in zip(ns, rec["correct"])]
+
+
+def paired(runs: dict, row: str, ref: str, tasks: list[str], metric: str) -> dict:
+    strata = [stats.align(*_values(runs[row], row, t, metric), *_values(runs[ref], ref, t, metric),
+                          what=f"{row} vs {ref} {t} {metric}") for t in tasks]
+    return stats.paired_bootstrap(strata).to_dict()
+
+
 def summarize(args, cap: dict) -> dict:
     """Side by side: greedy, Pass@1, Pass@8 and tokens per row; each row minus the baseline's best adapter by
     validation and minus Hyper-ES, paired, pooled over the trained tasks; the short runs' validation change."""
@@ -117,13 +135,11 @@ def summarize(args, cap: dict) -> dict:
         table.append({"row": row, "steps": r["optimizer_steps"], "tokens": r["train_tokens"] + r["search_tokens"],
                       **{m: r["mean"].get(m) for m in ("greedy", "pass@1", "pass@8")},
                       **{t: r["results"][t]["greedy"] for t in trained}})
-    for ref in (best, "hyper-es"):
-        for row, run in runs.items():
-            if row == ref:
-                continue
-            strata = [stats.align(*_ids(run, row, t), *_ids(runs[ref], ref, t), what=f"{row} vs {ref} {t}")
-                      for t in trained]
-            pairs.setdefault(ref, {})[row] = stats.paired_bootstrap(strata).to_dict()
+    for ref in (best, "hyper-es"):  # greedy, on every test problem
+        pairs[ref] = {row: paired(runs, row, ref, trained, "greedy") for row in runs if row != ref}
+    sampled = ("baseline", "hyper-es", "es", "baseline+es")  # rows with Pass@k samples (the best snapshot has none)
+    pass_k = {m: {ref: {row: paired(runs, row, ref, trained, m) for row in sampled if row != ref}
+                  for ref in ("baseline", "hyper-es")} for m in ("pass@1", "pass@8")}
     short = {}
     for name in SHORT:
         d = args.root / f"short-{name}" / "es"
@@ -132,12 +148,7 @@ def summarize(args, cap: dict) -> dict:
             short[name] = {"start": s0["reward"], "final": s1["reward"],
                            "diff": stats.paired_bootstrap([(s1["per_row"], s0["per_row"])]).to_dict()}
     return {"budget_tokens": cap, "baseline_best": best, "trained_tasks": trained, "rows": table,
-            "paired_greedy": pairs, "short_runs_val": short, "es_settings": ES, "short_settings": SHORT_RUN}
-
-
-def _ids(run: Path, row: str, task: str):
-    rec = _records(run, row, task)
-    return rec["ids"], rec["greedy"]
+            "paired_greedy": pairs, "paired_pass_k": pass_k, "short_runs_val": short, "es_settings": ES, "short_settings": SHORT_RUN}
 
 
 def markdown(s: dict) -> str:
@@ -155,6 +166,14 @@ def markdown(s: dict) -> str:
         lines.append(f"| {r['row']} | {r['steps']} | {r['tokens']:,} | {r['greedy']:.3f} | {r['pass@1'] or 0:.3f} "
                      f"| {r['pass@8'] or 0:.3f} | " + " | ".join(f"{r[t]:.3f}" for t in s["trained_tasks"])
                      + f" | {vs[0]} | {vs[1]} |")
+    lines += ["", "Pass@1 and Pass@8 (n = 8 samples at T = 1, first 200 test problems per trained task), each row minus "
+              "the final GRPO-LoRA adapter and minus Hyper-ES, paired, points:", "",
+              "| row | pass@1 − baseline | pass@8 − baseline | pass@1 − hyper-es | pass@8 − hyper-es |",
+              "|:--|--:|--:|--:|--:|"]
+    for row in ("baseline", "hyper-es", "es", "baseline+es"):
+        cells = [ci(s["paired_pass_k"][m][ref][row]) if row in s["paired_pass_k"][m][ref] else "—"
+                 for ref in ("baseline", "hyper-es") for m in ("pass@1", "pass@8")]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
     if s["short_runs_val"]:
         lines += ["", "Short runs (validation rows, ES − its start, paired):", "",
                   "| normalisation | start | final | Δ [95% CI] |", "|:--|--:|--:|--:|"]
