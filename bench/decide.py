@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hyper_es.evaluate import stats  # noqa: E402
+from hyper_es.evaluate.final import row_values  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 from hyper_es.recipe import load_recipe, recipe_from_dict  # noqa: E402
 
@@ -39,6 +40,7 @@ COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/gene
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json"]
 
 
+PASS_K = ("pass@1", "pass@8")
 ABLATIONS = {  # name -> recipe overrides (section.field); each changes one thing of the main recipe
     "bf16": {"eval.dtype": "bfloat16"},
     "dare_ties": {"merge.method": "dare_ties", "merge.density": 0.5},
@@ -142,11 +144,6 @@ def ablation_markdown(results: Path, seed: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _greedy(folder: Path, row: str, task: str):
-    rec = read_json(folder / "eval" / f"{row}.json", "re-run the seed")["results"][task]["records"]
-    return rec["ids"], rec["greedy"]
-
-
 def summarize(results: Path, seeds: list[int]) -> dict:
     """Per seed and pooled over seeds: Hyper-ES minus each baseline row (final; best by validation), paired."""
     per, strata = {}, {"trained": {}, "gsm8k": {}}
@@ -168,9 +165,14 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         for label, ref in (("baseline", "baseline"), ("baseline-best", best)):
             for group, tasks in (("trained", trained), ("gsm8k", [t for t in report["tasks"] if t == "gsm8k"])):
                 for t in tasks:
-                    a_ids, a = _greedy(folder, "hyper-es", t)
-                    b_ids, b = _greedy(folder, ref, t)
+                    a_ids, a = row_values(folder, "hyper-es", t)
+                    b_ids, b = row_values(folder, ref, t)
                     strata[group].setdefault(label, []).append(stats.align(a_ids, a, b_ids, b, what=f"seed {seed} {t}"))
+        for m in PASS_K:  # sampled rows only: Hyper-ES and the final baseline, on the sampled prefix
+            st = [stats.align(*row_values(folder, "hyper-es", t, m), *row_values(folder, "baseline", t, m),
+                              what=f"seed {seed} {t} {m}") for t in trained]
+            entry["vs"].setdefault("baseline", {})[m] = stats.paired_bootstrap(st).to_dict()
+            strata.setdefault(m, {}).setdefault("baseline", []).extend(st)
         per[seed] = entry
     pooled = {g: {label: stats.paired_bootstrap(s).to_dict() for label, s in by.items()} for g, by in strata.items()}
     goal = {}
@@ -215,6 +217,12 @@ def summary_markdown(summary: dict, lr: dict | None) -> str:
     for label in ("baseline", "baseline-best"):
         lines.append(f"| all | {label} | | {fmt(summary['pooled_over_seeds']['trained'].get(label))} | "
                      f"{fmt(summary['pooled_over_seeds']['gsm8k'].get(label))} |")
+    lines += ["", "Pass@k (n = 8 at T = 1, the first 200 test problems of each trained task), Hyper-ES minus the final "
+              "baseline, pooled over the trained tasks, points, paired:", "", "| seed | pass@1 | pass@8 |", "|---|---|---|"]
+    for seed, e in summary["seeds"].items():
+        lines.append(f"| {seed} | " + " | ".join(fmt(e["vs"].get("baseline", {}).get(m)) for m in PASS_K) + " |")
+    lines.append("| all | " + " | ".join(fmt(summary["pooled_over_seeds"].get(m, {}).get("baseline")) for m in PASS_K)
+                 + " |")
     lines += ["", "Goal (≥ +1 point pooled, CI above 0, ≤ 90% of the baseline's steps, no GSM8K loss beyond its CI):"]
     lines += [f"- vs {k}: {'reached' if g and g['reached'] else 'not reached'} ({json.dumps(g)})"
               for k, g in summary["goal"].items()]

@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hyper_es.evaluate import stats  # noqa: E402
+from hyper_es.evaluate.final import row_values  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 from hyper_es.recipe import load_recipe, recipe_from_dict  # noqa: E402
 
@@ -98,24 +99,8 @@ def copy_out(run: Path, dest: Path) -> None:
             shutil.copy2(run / "eval" / f"{row}.json", dest / f"eval-{row}.json")
 
 
-def _records(run: Path, row: str, task: str) -> dict:
-    return read_json(run / "eval" / f"{row}.json", "evaluate the arm")["results"][task]["records"]
-
-
-def _values(run: Path, row: str, task: str, metric: str):
-    """(problem ids, per-problem values): greedy correctness, or the unbiased pass@k estimate from the samples."""
-    from hyper_es.evaluate.passk import pass_at_k
-
-    rec = _records(run, row, task)
-    if metric == "greedy":
-        return rec["ids"], rec["greedy"]
-    k = int(metric[5:])
-    ns = rec["n"] if isinstance(rec["n"], list) else [rec["n"]] * len(rec["correct"])
-    return rec["ids"][:len(rec["correct"])], [pass_at_k(n, c, k) for n, c in zip(ns, rec["correct"])]
-
-
 def paired(runs: dict, row: str, ref: str, tasks: list[str], metric: str) -> dict:
-    strata = [stats.align(*_values(runs[row], row, t, metric), *_values(runs[ref], ref, t, metric),
+    strata = [stats.align(*row_values(runs[row], row, t, metric), *row_values(runs[ref], ref, t, metric),
                           what=f"{row} vs {ref} {t} {metric}") for t in tasks]
     return stats.paired_bootstrap(strata).to_dict()
 

@@ -293,3 +293,21 @@ def _read_row(path: Path) -> dict:
             raise DataError(f"{path}: {task}: damaged per-problem records (ids, greedy and correct must be lists "
                             f"of one entry per problem); {fix}")
     return data
+
+
+def row_values(run_dir: str | Path, row: str, task: str, metric: str = "greedy") -> tuple[list, list[float]]:
+    """(problem ids, per-problem values) of an evaluated row, for paired comparisons: greedy correctness, or
+    `pass@k`, the unbiased estimate from the row's samples (on the problems that were sampled)."""
+    from hyper_es.evaluate.passk import pass_at_k
+
+    path = Path(run_dir) / EVAL_DIR / f"{row}.json"
+    rec = (_read_row(path)["results"].get(task) or {}).get("records")
+    if rec is None:
+        raise DataError(f"{path}: no per-problem records for task '{task}'; delete it to evaluate the row again")
+    if metric == "greedy":
+        return rec["ids"], rec["greedy"]
+    if not rec.get("correct"):
+        raise DataError(f"{path}: task '{task}' has no sampled records, so no {metric}")
+    k = int(metric.removeprefix("pass@"))
+    ns = rec["n"] if isinstance(rec["n"], list) else [rec["n"]] * len(rec["correct"])
+    return rec["ids"][:len(rec["correct"])], [pass_at_k(n, c, k) for n, c in zip(ns, rec["correct"])]
