@@ -5,6 +5,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -208,9 +209,16 @@ def test_analyze_coverage_on_the_run(tiny_run, tmp_path):
     task = cov["tasks"]["chain_sum"]
     assert set(task["rows"]) == {"base", "baseline", "hyper-es"} and task["n"] == 2 and task["problems"] == 10
     rows = {r["name"]: r for r in report["rows"]}
+    from hyper_es.evaluate.final import row_values
+
     for name, r in task["rows"].items():
         assert r["pass_curve"] == pytest.approx(rows[name]["results"]["chain_sum"]["pass_curve"])
         assert sum(r["solve_rate_hist"]) == 10
+        res = rows[name]["results"]["chain_sum"]
+        for metric in ("greedy", "pass@1", "pass@2"):  # per-problem values average to the reported score
+            ids, values = row_values(run_dir, name, "chain_sum", metric)
+            n = res["problems"] if metric == "greedy" else 10  # Pass@k on a prefix (eval.pass_k_limit)
+            assert len(ids) == len(values) == n and np.mean(values) == pytest.approx(res[metric])
     recs = {n: json.loads((run_dir / "eval" / f"{n}.json").read_text())["results"]["chain_sum"]["records"]
             for n in task["rows"]}
     solved = {n: {i for i, c in zip(r["ids"], r["correct"]) if c} for n, r in recs.items()}
