@@ -136,7 +136,7 @@ def main() -> None:
     p.add_argument("--recipe", type=Path, default=ROOT / "recipes/smollm2-135m.yaml")
     p.add_argument("--population", type=int, default=4)
     p.add_argument("--prompts", type=int, default=64)
-    p.add_argument("--scope", default="all_linear", choices=["all_linear", "full"])
+    p.add_argument("--scope", default="all_linear", choices=["all_linear", "full", "lora"])
     p.add_argument("--only", choices=["split", "memory"])
     p.add_argument("--result", type=Path, default=ROOT / "bench/results/es_step.json")
     p.add_argument("--run", type=Path, help="a run folder with directions (Hyper-ES candidate memory)")
