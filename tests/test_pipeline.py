@@ -155,9 +155,14 @@ def test_hyper_es_row_is_a_fresh_merge_of_best_json(tiny_run):
     assert fresh.pass_at[1] == got
 
 
-def test_rerun_resumes_without_recomputing(tiny_run, caplog):
+def test_rerun_resumes_without_recomputing(tiny_run, caplog, monkeypatch):
     recipe, run_dir, report = tiny_run
     stamps = {p: p.stat().st_mtime_ns for p in [*run_dir.glob("eval/*.json"), run_dir / "search/result.json"]}
+
+    def no_load(*a, **kw):
+        raise AssertionError("a finished evaluation must not load the adapters (or replay ES)")
+
+    monkeypatch.setattr(hx.DirectionSet, "from_adapters", no_load)
     with caplog.at_level("INFO"):
         again = run(recipe, run_dir, backend="hf")
     assert again == report

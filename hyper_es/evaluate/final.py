@@ -51,9 +51,10 @@ class Row:
     steps: int | None = None  # optimizer steps spent to make this model
 
 
-def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
+def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, list[str], dict[int, Path]]:
     """Search directions, then the baseline and its snapshots, then ES's dense updates; returns (that set, the
-    search's direction names, {step: snapshot}). A `method: es` run has no search directions."""
+    search's direction names, {step: snapshot}). A `method: es` run has no search directions. `load=False` reads
+    only the manifests (the set is None): enough to plan the rows."""
     from hyper_es.directions.manifest import finished_jobs
 
     jobs = [Path(f) for f, _ in finished_jobs(run_dir)]
@@ -70,6 +71,8 @@ def eval_set(run_dir: Path) -> tuple[DirectionSet, list[str], dict[int, Path]]:
     bases = {read_manifest(f)["base"]["name"] for f in [*jobs, baseline] if read_manifest(f) is not None}
     if len(bases) != 1:
         raise DataError(f"{run_dir}: expected finished jobs on one base under directions/, found bases {sorted(bases)}")
+    if not load:
+        return None, names[:len(jobs)], snapshots
     ds = DirectionSet.from_adapters(bases.pop(), folders, names)
     if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
         from hyper_es.directions.sources import Dense, Direction
@@ -152,7 +155,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     (out / "val").mkdir(parents=True, exist_ok=True)
     m, e = recipe.merge, recipe.eval
     backend = backend or e.backend
-    ds, search_names, snapshots = eval_set(run_dir)
+    _, search_names, snapshots = eval_set(run_dir, load=False)  # the adapters and ES replay only if a row is left
     rows = plan_rows(run_dir, search_names, snapshots)
     val = validation_tasks(recipe)
     val_todo = [r for r in rows if r.kind in BASELINE_KINDS and val and not (out / "val" / f"{r.name}.json").is_file()]
@@ -161,6 +164,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     def engine_for(row: Row):
         if not held:
             # The layout of the searched genome (best.json), else the recipe's; one density per direction.
+            ds = eval_set(run_dir)[0]
             layout, settings = recipe_genome(recipe, ds)
             layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
