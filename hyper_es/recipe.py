@@ -330,6 +330,25 @@ class ESConfig(Strict):
         return self
 
 
+class Resources(Strict):
+    """Ray resources of one task or actor."""
+
+    num_cpus: Annotated[float, Field(ge=0)] = 1.0
+    num_gpus: Annotated[float, Field(ge=0)] = 0.0
+
+
+class ExecutorConfig(Strict):
+    """Where the gradient jobs and the fitness evaluations run: this process (`local`), or a Ray cluster."""
+
+    kind: Literal["local", "ray"] = "local"
+    address: str | None = Field(None, description="a running cluster (host:port, or auto); none: start a local one")
+    num_cpus: PosInt | None = Field(None, description="CPUs of a local cluster started here (none: all)")
+    job: Resources = Field(default_factory=Resources, description="per gradient job")
+    engine: Resources = Field(default_factory=Resources, description="per engine actor")
+    engines: PosInt = Field(1, description="engine actors in the pool")
+    max_retries: NonNegInt = Field(2, description="a gradient job whose worker dies is retried (from its checkpoint)")
+
+
 class Recipe(Strict):
     name: str
     model: ModelConfig
@@ -339,6 +358,7 @@ class Recipe(Strict):
     search: SearchConfig = Field(default_factory=SearchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     es: ESConfig = Field(default_factory=ESConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     method: Literal["hyper-es", "es"] = Field(
         "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
         "search), or full-parameter ES (the `es` section)")

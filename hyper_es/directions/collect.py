@@ -292,16 +292,22 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
     plan = (plan_directions(recipe) if directions and not snapshots else []) + (
         [plan_baseline(recipe)] if baseline or (directions and snapshots) else [])
     base_hash = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
-    done = []
-    for i, job in enumerate(plan, 1):
+    done, pending = [], []
+    for job in plan:
         folder = run_dir / "directions" / job.name
         manifest = read_manifest(folder)
         if manifest is not None:
             logger.info("job %s already finished (%d steps); skipping", job.name, manifest["optimizer_steps"])
         else:
-            logger.info("job %d/%d: %s", i, len(plan), job.name)
-            run_job(recipe, job, run_dir, base_hash)
+            pending.append(job)
         done.append(folder)
+    if pending and recipe.executor.kind == "ray":
+        from hyper_es.distributed.gradient import run_jobs_on_ray
+
+        run_jobs_on_ray(recipe, pending, run_dir, base_hash)
+    for i, job in enumerate(pending if recipe.executor.kind == "local" else [], 1):
+        logger.info("job %d/%d: %s", i, len(pending), job.name)
+        run_job(recipe, job, run_dir, base_hash)
     if directions and snapshots:
         from hyper_es.directions.snapshots import derive_directions
 

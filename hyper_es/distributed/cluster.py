@@ -1,0 +1,54 @@
+"""Joining a Ray cluster, or starting a local one, for the length of one stage."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from contextlib import contextmanager
+
+from hyper_es.errors import ConfigError
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """One clear line when nothing listens at host:port (Ray's own connect retries for a minute)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"executor.address: expected host:port (or auto), got '{address}'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(f"executor.address: cannot reach a Ray cluster at {address} ({exc.strerror or exc}); "
+                          f"start one with `ray start --head`, or leave address empty for a local cluster") from None
+
+
+def worker_env(threads: int = 1) -> dict:
+    """The runtime_env of our tasks and actors: workers import what the driver imports (user rewards on its
+    path), with the recipe's thread count and the project's cache and data folders."""
+    path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    env = {"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": path}
+    for key in ("HF_HOME", "HYPER_ES_CACHE", "HYPER_ES_DATA", "HYPER_ES_ARCHITECTURES"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return {"env_vars": env}
+
+
+@contextmanager
+def ray_cluster(executor, threads: int = 1):
+    """Ray for the length of a stage: joins `executor.address`, or starts a local cluster of `executor.num_cpus`
+    CPUs, and disconnects (stopping a cluster it started) at the end. A driver already connected is reused."""
+    import ray
+
+    if ray.is_initialized():
+        yield ray
+        return
+    address = executor.address
+    if address and address != "auto":
+        check_reachable(address)
+    env = worker_env(threads)
+    ray.init(address=address, num_cpus=None if address else executor.num_cpus, include_dashboard=False,
+             runtime_env=env, logging_level="WARNING")
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

@@ -1,0 +1,34 @@
+"""The gradient stage on Ray: one task per unfinished job, with the recipe's per-job resources. A job writes its
+adapter to the shared run folder exactly as it does locally (so finished jobs are skipped on resume, and the
+adapters are the same bitwise); a task whose worker dies is retried, resuming from the job's TRL checkpoint."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def _train(data: dict, path: str, job, run_dir: str, base_hash: str) -> str:
+    from hyper_es.directions.collect import run_job
+    from hyper_es.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict(data, path)
+    return str(run_job(recipe, job, Path(run_dir), base_hash))
+
+
+def run_jobs_on_ray(recipe, jobs: list, run_dir: Path, base_hash: str) -> list[Path]:
+    """Train `jobs` (JobSpecs) as Ray tasks; returns their adapter folders in job order. A job that fails raises
+    its own error (Ray re-raises the worker's exception as an instance of its class)."""
+    from hyper_es.distributed.cluster import ray_cluster, worker_env
+
+    ex = recipe.executor
+    with ray_cluster(ex, recipe.threads) as ray:
+        task = ray.remote(num_cpus=ex.job.num_cpus, num_gpus=ex.job.num_gpus, max_retries=ex.max_retries,
+                          runtime_env=worker_env(recipe.threads))(_train)
+        data, path = recipe.model_dump(mode="json"), str(recipe._path or "<recipe>")
+        refs = [task.remote(data, path, job, str(run_dir), base_hash) for job in jobs]
+        logger.info("gradient stage on Ray: %d jobs submitted (%s CPU, %s GPU each)", len(jobs), ex.job.num_cpus,
+                    ex.job.num_gpus)
+        return [Path(p) for p in ray.get(refs)]
