@@ -1,5 +1,6 @@
 """Scale-out on a real local Ray cluster (2 CPU workers), tiny model: the same results as one machine."""
 
+import json
 import os
 import subprocess
 import sys
@@ -51,3 +52,88 @@ def test_unreachable_address_is_one_clear_line(tmp_path):
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error")]
     assert res.returncode == 2 and len(lines) == 1, res.stderr
     assert "executor.address: cannot reach a Ray cluster at 127.0.0.1:9" in lines[0]
+
+
+def _search_recipe(folder, **executor):
+    """The tiny dense recipe, 2 one-step directions, a 3-generation search with a dense fitness reward."""
+    import yaml
+
+    path = write_recipe(folder, directions=2, steps=1)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    data["search"] = {"popsize": 4, "max_generations": 3, "minibatch": 4, "val_size": 8, "rescore_top": 1,
+                      "sigma0": 0.5, "reward": "dense_reward:length_fraction", "fitness_set": "fixed",
+                      "scale_scan": None, "x0": "uniform"}
+    data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
+    data["merge"] = {"layer_group_size": 2}
+    if executor:
+        data["executor"] = {"kind": "ray", **executor}
+    return hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_search_and_es_on_a_2_actor_pool_match_one_engine(cluster, tmp_path):
+    """A 3-generation Hyper-ES search and a 3-iteration ES run on a pool of 2 engine actors give the same history
+    (fitness, CMA-ES path, ES rewards and z, validation) as one local engine; the log carries per-actor counts."""
+    import shutil
+
+    from hyper_es.es.run import HISTORY, run_es
+    from hyper_es.search.run import search
+
+    (tmp_path / "a").mkdir()
+    local = _search_recipe(tmp_path / "a")
+    collect(local, tmp_path / "a" / "run")
+    (tmp_path / "b").mkdir()
+    shutil.copytree(tmp_path / "a" / "run" / "directions", tmp_path / "b" / "run" / "directions")
+    pooled = _search_recipe(tmp_path / "b", engines=2)
+    a, b = search(local, tmp_path / "a" / "run", backend="hf"), search(pooled, tmp_path / "b" / "run", backend="hf")
+    keys = ("generation", "evals", "best", "mean", "best_x", "sigma", "val", "tokens")
+    ga, gb = _lines(tmp_path / "a/run/search/generations.jsonl"), _lines(tmp_path / "b/run/search/generations.jsonl")
+    assert [{k: g[k] for k in keys} for g in ga] == [{k: g[k] for k in keys} for g in gb] and len(ga) == 3
+    assert a["rows"] == b["rows"] and len({g["best"] for g in ga} | {g["mean"] for g in ga}) > 1
+    assert [s["candidates"] for s in gb[-1]["actors"]] and sum(s["candidates"] for s in gb[-1]["actors"]) >= 12
+    ea, eb = run_es(local, tmp_path / "a" / "run", backend="hf"), run_es(pooled, tmp_path / "b" / "run", backend="hf")
+    ha, hb = _lines(tmp_path / "a/run/es" / HISTORY), _lines(tmp_path / "b/run/es" / HISTORY)
+    keys = ("seeds", "signs", "rewards", "z", "tokens", "diversity")
+    assert [{k: h[k] for k in keys} for h in ha] == [{k: h[k] for k in keys} for h in hb] and len(ha) == 3
+    assert any(any(h["z"]) for h in ha) and ea["val"] == eb["val"]
+
+
+def test_a_killed_actor_is_replaced_and_the_result_is_unchanged(cluster, tmp_path, caplog):
+    """ray.kill of one ES engine actor in the middle of a generation: its member is scored again on a new actor
+    that first replays the updates, so the Scores equal those of one local engine, and the log says so."""
+    import threading
+    import time
+
+    from hyper_es.distributed.pool import EnginePool
+    from hyper_es.es.engine import Member, es_engine
+    from hyper_es.search.run import Scorer, fitness_splits
+
+    recipe = _search_recipe(tmp_path, engines=2)
+    tasks, fit_pool, _ = fitness_splits(recipe)
+    rows = {n: r[:4] for n, r in fit_pool.items()}
+    members = [Member(s, 0.05) for s in (11, 12, 13, 14, 15, 16)]
+    update = ([1, 2], [1.0, -1.0], 0.05, 0.01, [1, 1])
+    kw = {"reward": hx.rewards.get("dense_reward:length_fraction")}
+    engine, tok = es_engine(recipe, "hf")
+    engine.update(*update)
+    want = Scorer(engine, tok, tasks).score_many(members, rows, **kw)
+    pool = EnginePool(recipe, "es", backend="hf")
+    try:
+        pool.update(*update)
+        out = {}
+        worker = threading.Thread(target=lambda: out.setdefault("got", pool.score_many(members, rows, **kw)))
+        with caplog.at_level("WARNING"):
+            worker.start()
+            while pool.completed < 1:
+                time.sleep(0.01)
+            ray.kill(pool.actors[0])
+            worker.join(timeout=300)
+        got = out["got"]
+    finally:
+        pool.close()
+    assert [(s.reward, s.per_row) for s in got] == [(s.reward, s.per_row) for s in want]
+    assert pool.replacements == 1 and any("replacing it" in r.message for r in caplog.records)

@@ -9,6 +9,7 @@ base weights, bitwise, and goes on. The start's validation score is kept (RUN/es
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -64,7 +65,7 @@ def diversity(scores: list[Score]) -> dict:
             "solved_mean": float(solved.mean())}
 
 
-def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
+def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> dict:
     """Run (or resume) ES with a resident ES engine (set_genome(Member | None), update, weights); returns the
     result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
     have: the iterations run, or 0 when the guard keeps θ_0). The engine ends holding θ_T."""
@@ -73,7 +74,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
     c, s = recipe.es, recipe.search
     tasks, pool, val = fitness_splits(recipe)
     fit_reward = rewards.get(s.reward) if s.reward else None
-    scorer = Scorer(engine, tok, tasks)
+    scorer = scorer or Scorer(engine, tok, tasks)  # an engine pool is its own scorer
     scorer.prepare(pool, val)
     start_path = out / "start.json"
     if start_path.is_file():
@@ -95,8 +96,8 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok) -> dict:
         sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
         seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
         rows = fitness_rows(pool, s, it)
-        scores = [scorer.score(Member(seed, si * sigma), rows, samples=s.samples, temperature=s.temperature,
-                               seed=s.seed + it, reward=fit_reward) for seed, si in zip(seeds, sg)]
+        scores = scorer.score_many([Member(seed, si * sigma) for seed, si in zip(seeds, sg)], rows,
+                                   samples=s.samples, temperature=s.temperature, seed=s.seed + it, reward=fit_reward)
         r = [sc.reward for sc in scores]
         z = normalise(r, c.normalise).tolist()
         engine.update(seeds, z, sigma, c.alpha, sg)
@@ -156,11 +157,20 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
 
             save_file({n: t.contiguous() for n, t in row_update(run_dir, recipe.es.start, recipe).items()},
                       str(start_file))
-    engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
-    try:
-        result = es_search(recipe, run_dir, engine, tok)
-    finally:
-        engine.close()
+    with contextlib.ExitStack() as stack:
+        if recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
+            from hyper_es.distributed.cluster import ray_cluster
+            from hyper_es.distributed.pool import EnginePool
+
+            stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
+            engine = EnginePool(recipe, "es", backend=backend or recipe.eval.backend,
+                                start_file=None if start_file is None else str(start_file))
+            stack.callback(engine.close)
+            result = es_search(recipe, run_dir, engine, None, scorer=engine)
+        else:
+            engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
+            stack.callback(engine.close)
+            result = es_search(recipe, run_dir, engine, tok)
     if recipe.es.then == "grpo":  # ES → GRPO-LoRA, on the weights ES kept
         from hyper_es.es.sequence import es_then_grpo
 

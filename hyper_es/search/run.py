@@ -9,6 +9,7 @@ test split next to the base (all coefficients 0), the uniform merge and x0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -105,6 +106,16 @@ class Scorer:
                      answers=answers)
 
 
+    def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, **kw) -> list[Score]:
+        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors)."""
+        out = []
+        for x in xs:
+            out.append(self.score(x, rows, **kw))
+            if on_done:
+                on_done()
+        return out
+
+
 def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], dict[str, list[dict]]]:
     """The searched tasks (search.tasks, else those with a val split), their fitness pool (train rows; tasks without
     a train split are searched on validation rows) and their first val_size validation rows."""
@@ -149,16 +160,29 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     x0, sigma0 = genome.initial(s.x0, m.density), s.sigma0
     fit_reward = rewards.get(s.reward) if s.reward else None
 
-    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
-                                 fused=s.compile_merge)
-    scorer = Scorer(engine, tok, tasks)
+    stack = contextlib.ExitStack()
+    if recipe.executor.kind == "ray":  # a pool of resident engines, one per actor
+        from hyper_es.distributed.cluster import ray_cluster
+        from hyper_es.distributed.pool import EnginePool
+
+        stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
+        engine = scorer = EnginePool(recipe, "inplace", run_dir=str(run_dir), backend=backend,
+                                     workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
+    else:
+        engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
+                                     fused=s.compile_merge)
+        scorer = Scorer(engine, tok, tasks)
     tracker = None
     try:
         scorer.prepare(fit_pool, val, test)
 
+        def fit_many(xs, generation: int, on_done=None) -> list[Score]:
+            return scorer.score_many(xs, fitness_rows(fit_pool, s, generation), samples=s.samples,
+                                     temperature=s.temperature, seed=s.seed + generation, reward=fit_reward,
+                                     on_done=on_done)
+
         def fit(x, generation: int) -> Score:
-            return scorer.score(x, fitness_rows(fit_pool, s, generation), samples=s.samples, temperature=s.temperature,
-                                seed=s.seed + generation, reward=fit_reward)
+            return fit_many([x], generation)[0]
 
         scan = scale_scan(lambda x: fit(x, 0), genome, x0, s.scale_scan, out) if s.scale_scan else None
         if scan:
@@ -170,10 +194,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         while not driver.done():
             generation = driver.state.generation
             xs = driver.ask()
-            scores = []
-            for x in xs:
-                scores.append(fit(x, generation))
-                tracker.candidate_done()
+            scores = fit_many(xs, generation, on_done=tracker.candidate_done)
             fitness = [sc.reward for sc in scores]
             top = np.argsort(fitness)[::-1][: s.rescore_top]
             val_scores = [{"fitness": fitness[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
@@ -182,7 +203,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
             record = driver.tell(xs, fitness, tokens=sum(sc.tokens for sc in scores), **timing, val=val_scores,
                                  reward_errors=sum(sc.reward_errors for sc in scores),
                                  fidelity_max=max(sc.fidelity for sc in scores),
-                                 fidelity_mean=float(np.mean([sc.fidelity for sc in scores])))
+                                 fidelity_mean=float(np.mean([sc.fidelity for sc in scores])),
+                                 **({"actors": engine.throughput()} if hasattr(engine, "throughput") else {}))
             logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],
                         record["best"], record["mean"], record["sigma"],
                         ", ".join(f"{v['val']:.3f}" for v in record["val"]))
@@ -208,6 +230,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         if tracker:
             tracker.close()
         engine.close()
+        stack.close()
     (out / "best.json").write_text(genome.to_json(x_best))
     write_json_atomic(out / "result.json", result)
     logger.info("search done: %s", json.dumps(result["rows"]))

@@ -1,0 +1,168 @@
+"""A pool of resident engines as Ray actors (`executor.kind: ray`, `executor.engines` of them).
+
+Each actor builds its own resident engine once (the search's in-place engine with the prepared deltas, or the ES
+engine with θ's master) and a Scorer over the searched tasks. The driver sends only genomes (coefficient vectors,
+or ES members as seeds) and rows; a generation's candidates are spread over the idle actors and the Scores come
+back in candidate order, so pycma or the ES update sees what one engine would have produced. Calls that change an
+engine's state (an ES update) go to every actor and are logged, so an actor that dies is replaced by a new one
+that replays the log; its candidate is queued again and the generation's result is unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+SEARCH_REWARD = "search.reward"
+
+
+class EngineActor:
+    """One resident engine and its Scorer, inside a Ray actor."""
+
+    def __init__(self, data: dict, path: str, kind: str, kwargs: dict):
+        from hyper_es.recipe import recipe_from_dict
+        from hyper_es.search.run import Scorer, fitness_splits
+
+        recipe = recipe_from_dict(data, path)
+        if kind == "inplace":
+            from hyper_es.directions import DirectionSet
+            from hyper_es.engine import inplace_engine
+            from hyper_es.merging import recipe_genome
+
+            ds = DirectionSet.from_run(kwargs["run_dir"])
+            genome, settings = recipe_genome(recipe, ds)
+            self.engine, tok = inplace_engine(recipe, kwargs["backend"], ds, genome, settings, Path(kwargs["workdir"]),
+                                              seed=kwargs["seed"], fused=kwargs.get("fused", True))
+        elif kind == "es":
+            from hyper_es.es.engine import es_engine
+
+            start = kwargs.get("start_file")
+            self.engine, tok = es_engine(recipe, kwargs["backend"], Path(start) if start else None)
+        else:
+            raise ValueError(f"unknown engine kind '{kind}'")
+        self.scorer = Scorer(self.engine, tok, fitness_splits(recipe)[0])
+        self.search_reward = None
+        if recipe.search.reward:
+            from hyper_es import rewards
+
+            self.search_reward = rewards.get(recipe.search.reward)
+
+    def score(self, x, rows: dict, kw: dict):
+        if kw.get("reward") == SEARCH_REWARD:  # a callable does not travel; the actor resolves it from the recipe
+            kw = {**kw, "reward": self.search_reward}
+        t0 = time.perf_counter()
+        return self.scorer.score(x, rows, **kw), time.perf_counter() - t0
+
+    def prepare(self, splits: list) -> None:
+        self.scorer.prepare(*splits)
+
+    def call(self, method: str, args: tuple) -> None:
+        getattr(self.engine, method)(*args)
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class EnginePool:
+    """Scorer-like (`score`, `score_many`, `prepare`) and engine-like (`update`, `restore`, `close`)."""
+
+    def __init__(self, recipe, kind: str, **kwargs):
+        import ray
+
+        from hyper_es.distributed.cluster import worker_env
+
+        ex = recipe.executor
+        self.ray = ray
+        self._cls = ray.remote(num_cpus=ex.engine.num_cpus, num_gpus=ex.engine.num_gpus,
+                               runtime_env=worker_env(recipe.threads))(EngineActor)
+        self._args = (recipe.model_dump(mode="json"), str(recipe._path or "<recipe>"), kind)
+        self._kwargs = kwargs
+        self._log: list[tuple[str, tuple]] = []  # state-changing calls, replayed on a replacement
+        self.replacements = 0
+        self.actors = [self._new(k) for k in range(ex.engines)]
+        self.stats = [{"actor": k, "candidates": 0, "seconds": 0.0} for k in range(ex.engines)]
+        self.completed = 0
+
+    def _new(self, k: int):
+        kwargs = dict(self._kwargs)
+        if "workdir" in kwargs:
+            kwargs["workdir"] = str(Path(kwargs["workdir"]) / f"actor-{k}")
+        actor = self._cls.remote(*self._args, kwargs)
+        self.ray.get([actor.call.remote(m, a) for m, a in self._log] or [actor.prepare.remote([])])
+        return actor
+
+    def _replace(self, k: int, exc: Exception) -> None:
+        self.replacements += 1
+        logger.warning("engine actor %d died (%s); replacing it (replaying %d state calls) and re-queueing its "
+                       "candidate", k, type(exc).__name__, len(self._log))
+        self.actors[k] = self._new(k)
+
+    def score_many(self, xs: list, rows: dict, *, on_done=None, **kw) -> list:
+        """Scores of `xs` on `rows`, in order, spread over the idle actors; a dead actor's candidate runs again."""
+        from ray.exceptions import RayActorError
+
+        if kw.get("reward") is not None:  # the search's reward (search.reward), resolved in each actor
+            kw = {**kw, "reward": SEARCH_REWARD}
+        results: list = [None] * len(xs)
+        queue, inflight, busy = deque(range(len(xs))), {}, set()
+        while queue or inflight:
+            for k, actor in enumerate(self.actors):
+                if queue and k not in busy:
+                    i = queue.popleft()
+                    inflight[actor.score.remote(xs[i], rows, kw)] = (i, k)
+                    busy.add(k)
+            ready, _ = self.ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                i, k = inflight.pop(ref)
+                busy.discard(k)
+                try:
+                    score, seconds = self.ray.get(ref)
+                except RayActorError as exc:
+                    queue.appendleft(i)
+                    self._replace(k, exc)
+                    continue
+                results[i] = score
+                self.stats[k]["candidates"] += 1
+                self.stats[k]["seconds"] += seconds
+                self.completed += 1
+                if on_done:
+                    on_done()
+        return results
+
+    def score(self, x, rows: dict, **kw):
+        return self.score_many([x], rows, **kw)[0]
+
+    def _broadcast(self, method: str, *args) -> None:
+        from ray.exceptions import RayActorError
+
+        self._log.append((method, args))
+        refs = [actor.call.remote(method, args) for actor in self.actors]
+        for k, ref in enumerate(refs):
+            try:
+                self.ray.get(ref)
+            except RayActorError as exc:
+                self._replace(k, exc)  # the new actor replays the log, this call included
+
+    def prepare(self, *splits) -> None:
+        self.ray.get([a.prepare.remote(list(splits)) for a in self.actors])
+
+    def update(self, *args) -> None:
+        self._broadcast("update", *args)
+
+    def restore(self) -> None:
+        self.ray.get([a.call.remote("restore", ()) for a in self.actors])
+
+    def throughput(self) -> list[dict]:
+        """Per actor: candidates scored and their seconds, and candidates per second."""
+        return [{**s, "per_s": s["candidates"] / s["seconds"] if s["seconds"] else 0.0} for s in self.stats]
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.get(actor.close.remote())
+            except Exception:  # noqa: BLE001 - a dead actor has nothing left to close
+                pass
+            self.ray.kill(actor)
