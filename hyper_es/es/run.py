@@ -91,7 +91,8 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     t0, spent = time.perf_counter(), sum(r.get("tokens", 0) for r in history)
     for it in range(len(history), c.iterations):
         if c.max_tokens is not None and spent >= c.max_tokens:
-            logger.info("ES: token budget reached (%d >= es.max_tokens %d) after %d iterations", spent, c.max_tokens, it)
+            logger.info("ES: token budget reached (%d >= es.max_tokens %d) after %d iterations", spent, c.max_tokens,
+                        it)
             break
         sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
         seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
@@ -104,12 +105,17 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         rec = {"iteration": it, "seeds": seeds, "signs": sg, "rewards": r, "z": z, "sigma": sigma, "alpha": c.alpha,
                "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r),
                "diversity": diversity(scores)}
+        if hasattr(scorer, "throughput"):  # an engine pool: per-actor counts
+            rec["actors"] = scorer.throughput()
         lines.append(json.dumps(rec))
         history.append(rec)
         spent += rec["tokens"]
         write_text_atomic(out / HISTORY, "\n".join(lines) + "\n")
         logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g, %.2f distinct answers per prompt", it + 1,
                     rec["mean"], rec["best"], sigma, rec["diversity"]["distinct"])
+        if "actors" in rec:
+            logger.info("engine actors: %s", ", ".join(f"#{a['actor']} {a['candidates']} members {a['per_s']:.2f}/s"
+                                                        for a in rec["actors"]))
     final = scorer.score(None, val)
     write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
     decision = guard_decision(start, final, what="ES weights")

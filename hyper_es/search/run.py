@@ -208,6 +208,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
             logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],
                         record["best"], record["mean"], record["sigma"],
                         ", ".join(f"{v['val']:.3f}" for v in record["val"]))
+            if "actors" in record:
+                logger.info("engine actors: %s", ", ".join(f"#{a['actor']} {a['candidates']} candidates "
+                                                            f"{a['per_s']:.2f}/s" for a in record["actors"]))
             tracker.generation(record)
         state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
