@@ -95,7 +95,11 @@ def _workload(kind: str, args) -> None:
         finally:
             engine.close()
     elif kind == "grpo":
+        import shutil
+
         from hyper_es.directions.collect import collect
+
+        shutil.rmtree(Path(args.tmp) / "grpo", ignore_errors=True)  # a fresh run folder: one job of one step
 
         data = recipe.model_dump(mode="json")
         data["gradient"].update(directions=1, steps=1, directions_from="jobs", baseline_snapshot_every=0, jobs=[])
