@@ -4,9 +4,11 @@ GRPO-LoRA step on the same model.
     python bench/es_step.py --population 4 --prompts 64               # SmolLM2-135M, vLLM-CPU, fp32
     python bench/es_step.py --only split                              # the cost split alone
 
-Split (one process, one resident vLLM engine with the ES worker): per member, noise generation and install
-(measured in the worker), generation, and the restore; then the update. Reported as fractions of the iteration,
-so the ratio holds on a shared machine. Memory: each workload runs in its own subprocess, and a sampler adds up
+Split (one process, one resident vLLM engine with the ES worker), an iteration as `es_search` runs it: per
+member, noise generation and install (measured in the worker) and generation, members back to back (each is
+installed from θ's fp32 master, so no restore between them); then the update with every member's z non-zero
+(it regenerates each member's noise), whose install of θ_{t+1} is the restore. Reported as fractions of the
+iteration, so the ratio holds on a shared machine. Memory: each workload runs in its own subprocess, and a sampler adds up
 the RSS of that process and all its descendants (vLLM's engine core and worker) every 50 ms; the peak is reported.
 Writes bench/results/es_step.json.
 """
@@ -35,6 +37,7 @@ def _prompts(recipe, tok, n: int):
 def split(args) -> dict:
     from hyper_es.es.engine import Member, es_engine
     from hyper_es.es.noise import member_seeds
+    from hyper_es.es.update import normalise
     from hyper_es.recipe import load_recipe
 
     recipe = load_recipe(args.recipe)
@@ -42,32 +45,35 @@ def split(args) -> dict:
     engine, tok = es_engine(recipe, "vllm")
     task, prompts = _prompts(recipe, tok, args.prompts)
     sampling = task.sampling()
-    parts = {"noise_s": 0.0, "perturb_install_s": 0.0, "generate_s": 0.0, "restore_s": 0.0, "update_s": 0.0}
+    parts = {"noise_s": 0.0, "perturb_install_s": 0.0, "generate_s": 0.0, "update_s": 0.0}
     try:
         engine.generate(prompts, sampling)  # warm-up
         t_iter = time.perf_counter()
         seeds = member_seeds(0, 0, args.population)
-        for seed in seeds:
+        for seed in seeds:  # as in es_search: members back to back, each installed from θ's master
             t0 = time.perf_counter()
             engine.set_genome(Member(seed, 1e-3))
             t1 = time.perf_counter()
             parts["noise_s"] += engine.last_timing["noise_s"]
             parts["perturb_install_s"] += (t1 - t0) - engine.last_timing["noise_s"]
             engine.generate(prompts, sampling)
-            t2 = time.perf_counter()
-            parts["generate_s"] += t2 - t1
-            engine.restore()
-            parts["restore_s"] += time.perf_counter() - t2
-        t3 = time.perf_counter()
-        engine.update(seeds, [1.0] + [0.0] * (len(seeds) - 1), 1e-3, 1e-4, [1] * len(seeds))
+            parts["generate_s"] += time.perf_counter() - t1
+        t3 = time.perf_counter()  # the update: the step's noise again, then θ_{t+1} installed (the restore)
+        z = normalise(list(range(len(seeds)))).tolist()  # all non-zero, as z-scored rewards usually are
+        engine.update(seeds, z, 1e-3, 1e-7, [1] * len(seeds))
         parts["update_s"] = time.perf_counter() - t3
+        update_timing = dict(engine.last_timing)
         total = time.perf_counter() - t_iter
+        t4 = time.perf_counter()
+        engine.restore()  # a plain restore (θ from the master), for reference; not part of the iteration
+        restore_s = time.perf_counter() - t4
     finally:
         engine.close()
-    overhead = total - parts["generate_s"]
     return {"scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
-            "iteration_s": total, **parts, "overhead_fraction": overhead / total,
-            "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"] + parts["restore_s"]) / total}
+            "iteration_s": total, **parts, "update_detail": update_timing, "restore_once_s": restore_s,
+            "overhead_fraction": (total - parts["generate_s"]) / total,
+            "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"]
+                                         + update_timing.get("install_s", 0.0)) / total}
 
 
 def _workload(kind: str, args) -> None:
