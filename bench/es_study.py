@@ -111,7 +111,7 @@ def summarize(args, cap: dict) -> dict:
     source = read_json(args.source / "report.json", "finish the source run")
     best = (source.get("baseline_best") or {}).get("name", "baseline")
     trained = source["paired"]["pooled"]["trained"]
-    runs = {"baseline": args.source, best: args.source, "hyper-es": args.source,
+    runs = {"base": args.source, "baseline": args.source, best: args.source, "hyper-es": args.source,
             "es": args.root / "es", "baseline+es": args.root / "grpo-es"}
     table, pairs = [], {}
     for row, run in runs.items():
@@ -120,11 +120,11 @@ def summarize(args, cap: dict) -> dict:
         table.append({"row": row, "steps": r["optimizer_steps"], "tokens": r["train_tokens"] + r["search_tokens"],
                       **{m: r["mean"].get(m) for m in ("greedy", "pass@1", "pass@8")},
                       **{t: r["results"][t]["greedy"] for t in trained}})
-    for ref in (best, "hyper-es"):  # greedy, on every test problem
+    for ref in ("base", best, "hyper-es"):  # greedy, on every test problem
         pairs[ref] = {row: paired(runs, row, ref, trained, "greedy") for row in runs if row != ref}
-    sampled = ("baseline", "hyper-es", "es", "baseline+es")  # rows with Pass@k samples (the best snapshot has none)
+    sampled = ("base", "baseline", "hyper-es", "es", "baseline+es")  # with Pass@k samples (not the best snapshot)
     pass_k = {m: {ref: {row: paired(runs, row, ref, trained, m) for row in sampled if row != ref}
-                  for ref in ("baseline", "hyper-es")} for m in ("pass@1", "pass@8")}
+                  for ref in ("base", "baseline", "hyper-es")} for m in ("pass@1", "pass@8")}
     short = {}
     for name in SHORT:
         d = args.root / f"short-{name}" / "es"
@@ -140,24 +140,29 @@ def markdown(s: dict) -> str:
     def ci(d):
         return f"{100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
 
-    best = s["baseline_best"]
-    lines = [f"Budget: {s['budget_tokens']['tokens']:,} generated tokens (the Hyper-ES row: training + search).", "",
-             f"| row | steps | tokens | greedy (all) | pass@1 | pass@8 | {' | '.join(s['trained_tasks'])} "
-             f"| vs {best} (trained) | vs hyper-es (trained) |",
-             "|:--|--:|--:|--:|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|"]
+    def num(v):
+        return "—" if v is None else f"{v:.3f}"
+
+    best, refs = s["baseline_best"], ("base", s["baseline_best"], "hyper-es")
+    lines = [f"Budget: {s['budget_tokens']['tokens']:,} generated tokens (the Hyper-ES row: training + search). "
+             "Greedy on the 1,000-problem tests of each trained task; differences in points, pooled over the trained "
+             "tasks, paired bootstrap 95% CI.", "",
+             f"| row | steps | tokens | {' | '.join(s['trained_tasks'])} | pass@1 | pass@8 "
+             f"| vs base | vs {best} | vs hyper-es |",
+             "|:--|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|--:|--:|--:|"]
     for r in s["rows"]:
-        vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"][ref] else "—"
-              for ref in (best, "hyper-es")]
-        lines.append(f"| {r['row']} | {r['steps']} | {r['tokens']:,} | {r['greedy']:.3f} | {r['pass@1'] or 0:.3f} "
-                     f"| {r['pass@8'] or 0:.3f} | " + " | ".join(f"{r[t]:.3f}" for t in s["trained_tasks"])
-                     + f" | {vs[0]} | {vs[1]} |")
-    lines += ["", "Pass@1 and Pass@8 (n = 8 samples at T = 1, first 200 test problems per trained task), each row minus "
-              "the final GRPO-LoRA adapter and minus Hyper-ES, paired, points:", "",
-              "| row | pass@1 − baseline | pass@8 − baseline | pass@1 − hyper-es | pass@8 − hyper-es |",
-              "|:--|--:|--:|--:|--:|"]
-    for row in ("baseline", "hyper-es", "es", "baseline+es"):
+        vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"][ref] else "—" for ref in refs]
+        lines.append(f"| {r['row']} | {r['steps']} | {r['tokens']:,} | "
+                     + " | ".join(f"{r[t]:.3f}" for t in s["trained_tasks"])
+                     + f" | {num(r['pass@1'])} | {num(r['pass@8'])} | " + " | ".join(vs) + " |")
+    lines += ["", "pass@1 / pass@8: all test tasks (GSM8K included), from each report. Paired Pass@k (n = 8 at T = 1, the "
+              "first 200 test problems per trained task), each row minus the base, the final GRPO-LoRA adapter and "
+              "Hyper-ES, points:", "",
+              "| row | pass@1 − base | pass@8 − base | pass@1 − baseline | pass@8 − baseline | pass@1 − hyper-es "
+              "| pass@8 − hyper-es |", "|:--|--:|--:|--:|--:|--:|--:|"]
+    for row in ("base", "baseline", "hyper-es", "es", "baseline+es"):
         cells = [ci(s["paired_pass_k"][m][ref][row]) if row in s["paired_pass_k"][m][ref] else "—"
-                 for ref in ("baseline", "hyper-es") for m in ("pass@1", "pass@8")]
+                 for ref in ("base", "baseline", "hyper-es") for m in ("pass@1", "pass@8")]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     if s["short_runs_val"]:
         lines += ["", "Short runs (validation rows, ES − its start, paired):", "",
