@@ -93,8 +93,10 @@ def test_es_token_budget_stops_and_resume_keeps_it(tmp_path):
     hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
     assert first["iterations"] == len(hist) == 1 and first["tokens"] == json.loads(hist[0])["tokens"] > 0
     assert first["kept_iterations"] in (0, 1)
+    stamp = (tmp_path / "a" / "es" / "result.json").stat().st_mtime_ns
     again = es_search(recipe, tmp_path / "a", *_engine(recipe))
-    assert again["iterations"] == 1 and (tmp_path / "a" / "es" / HISTORY).read_text().splitlines() == hist
+    assert again == first and (tmp_path / "a" / "es" / HISTORY).read_text().splitlines() == hist
+    assert (tmp_path / "a" / "es" / "result.json").stat().st_mtime_ns == stamp  # finished: not re-scored
 
 
 LORA = dict(r=4, alpha=8.0, targets=("q_proj", "v_proj", "down_proj"))  # q without k: a partly written fused qkv

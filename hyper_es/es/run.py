@@ -68,7 +68,8 @@ def diversity(scores: list[Score]) -> dict:
 def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> dict:
     """Run (or resume) ES with a resident ES engine (set_genome(Member | None), update, weights); returns the
     result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
-    have: the iterations run, or 0 when the guard keeps θ_0). The engine ends holding θ_T."""
+    have: the iterations run, or 0 when the guard keeps θ_0). The engine ends holding θ_T; a finished run (its
+    result.json covers the whole history) returns that result and leaves the engine as it is."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
     c, s = recipe.es, recipe.search
@@ -83,6 +84,10 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         start = scorer.score(None, val)
         write_json_atomic(start_path, start.__dict__)
     history = read_history(out / HISTORY, c.population)
+    if (out / "result.json").is_file():  # finished: its result stands (re-scoring would only rewrite its timing)
+        done = read_json(out / "result.json", "delete it to finish ES again")
+        if isinstance(done, dict) and done.get("iterations") == len(history):
+            return done
     for rec in history:  # replay: θ_t from θ_0, in the same order of operations
         engine.update(rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
     if history:
