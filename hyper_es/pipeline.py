@@ -58,17 +58,11 @@ def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) 
     ES's weights with `es.then: grpo`) → final evaluation → report."""
     from hyper_es.directions.collect import collect
     from hyper_es.es.run import run_es
-    from hyper_es.es.sequence import es_then_grpo
 
     logger.info("stage 1/4: gradient stage (the GRPO-LoRA baseline)")
     collect(recipe, run_dir, baseline=True, directions=False)
-    if (run_dir / "es" / "result.json").is_file():
-        logger.info("stage 2/4: ES already finished (es/result.json)")
-        if recipe.es.then == "grpo":
-            es_then_grpo(recipe, run_dir)
-    else:
-        logger.info("stage 2/4: full-parameter ES")
-        run_es(recipe, run_dir, backend=backend)
+    logger.info("stage 2/4: full-parameter ES (a finished run is kept as it is)")
+    run_es(recipe, run_dir, backend=backend)
     return evaluate_and_report(recipe, run_dir, backend)
 
 

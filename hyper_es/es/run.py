@@ -65,6 +65,16 @@ def diversity(scores: list[Score]) -> dict:
             "solved_mean": float(solved.mean())}
 
 
+def finished(out: Path, population: int) -> dict | None:
+    """RUN/es/result.json when it covers the whole history: that result stands (re-scoring would only rewrite
+    its timing)."""
+    if not (out / "result.json").is_file():
+        return None
+    done = read_json(out / "result.json", "delete it to finish ES again")
+    ok = isinstance(done, dict) and done.get("iterations") == len(read_history(out / HISTORY, population))
+    return done if ok else None
+
+
 def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> dict:
     """Run (or resume) ES with a resident ES engine (set_genome(Member | None), update, weights); returns the
     result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
@@ -73,6 +83,9 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
     c, s = recipe.es, recipe.search
+    done = finished(out, c.population)
+    if done is not None:
+        return done
     tasks, pool, val = fitness_splits(recipe)
     fit_reward = rewards.get(s.reward) if s.reward else None
     scorer = scorer or Scorer(engine, tok, tasks)  # an engine pool is its own scorer
@@ -84,10 +97,6 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         start = scorer.score(None, val)
         write_json_atomic(start_path, start.__dict__)
     history = read_history(out / HISTORY, c.population)
-    if (out / "result.json").is_file():  # finished: its result stands (re-scoring would only rewrite its timing)
-        done = read_json(out / "result.json", "delete it to finish ES again")
-        if isinstance(done, dict) and done.get("iterations") == len(history):
-            return done
     for rec in history:  # replay: θ_t from θ_0, in the same order of operations
         engine.update(rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
     if history:
@@ -168,8 +177,9 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
 
             save_file({n: t.contiguous() for n, t in row_update(run_dir, recipe.es.start, recipe).items()},
                       str(start_file))
+    result = finished(out, recipe.es.population)  # no engine for a finished run
     with contextlib.ExitStack() as stack:
-        if recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
+        if result is None and recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
             from hyper_es.distributed.cluster import ray_cluster
             from hyper_es.distributed.pool import EnginePool
 
@@ -178,7 +188,7 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                                 start_file=None if start_file is None else str(start_file))
             stack.callback(engine.close)
             result = es_search(recipe, run_dir, engine, None, scorer=engine)
-        else:
+        elif result is None:
             engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
             stack.callback(engine.close)
             result = es_search(recipe, run_dir, engine, tok)
