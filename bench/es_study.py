@@ -9,6 +9,9 @@ search). Arms, each a run folder under `--root`, resumable by stage:
 - `es`: ES from the base, its fitness tokens capped at the budget (`es.max_tokens`);
 - `grpo-es`: ES from the GRPO-LoRA baseline (`es.start: baseline`), capped at the budget minus the baseline's
   training tokens;
+- `es-grpo`: ES → GRPO-LoRA (`es.then: grpo`): the `es` arm's ES (its files copied), then a GRPO-LoRA job with
+  the baseline's settings on the weights ES kept;
+- `hyperes-es`: Hyper-ES → ES (`es.start: hyper-es`), refinement with as many ES tokens as `grpo-es` had;
 - short runs from the base (validation only, paired against the start): z-score (the default), no normalisation,
   and z-score with antithetic pairs.
 ES settings are those of the ES-at-scale study (σ 1e-3, a step of 5e-4 on (1/N)·Σ zᵢεᵢ, which is α = 5e-7 in
@@ -36,6 +39,8 @@ ES = {"scope": "all_linear", "population": 16, "sigma": 1e-3, "alpha": 5e-7, "it
       "normalise": "zscore", "antithetic": False, "seed": 0}
 SHORT = {"zscore": {}, "none": {"normalise": "none"}, "antithetic": {"antithetic": True}}
 SHORT_RUN = {"population": 8, "iterations": 3}
+ARMS = {"es": "es", "baseline+es": "grpo-es", "es+grpo": "es-grpo", "hyper-es+es": "hyperes-es"}  # row: arm
+START = {"es": "base", "baseline+es": "baseline", "es+grpo": "es", "hyper-es+es": "hyper-es"}  # row: its start
 SHARED = ["search", "eval", "geometry.json", "recipe.yaml"]
 
 
@@ -64,7 +69,7 @@ def budget(source: Path) -> dict:
     h, b = rows["hyper-es"], rows["baseline"]
     total = h["train_tokens"] + h["search_tokens"]
     return {"tokens": total, "hyper-es": total, "baseline": b["train_tokens"], "es": total,
-            "grpo-es": total - b["train_tokens"]}
+            "grpo-es": total - b["train_tokens"], "hyperes-es": total - b["train_tokens"]}
 
 
 def run_arms(args) -> dict:
@@ -73,19 +78,34 @@ def run_arms(args) -> dict:
     from hyper_es.report import run_report, write_report
 
     cap = budget(args.source)
-    for name, start in (("es", "base"), ("grpo-es", "baseline")):
+    for name, start in (("es", "base"), ("grpo-es", "baseline"), ("es-grpo", "base"), ("hyperes-es", "hyper-es")):
+        if args.arms and name not in args.arms:
+            continue
         run = arm_folder(args.root, args.source, name)
-        recipe = arm_recipe(args.source, start=start, max_tokens=cap[name])
+        recipe = arm_recipe(args.source, start=start, max_tokens=cap.get(name, cap["es"]),
+                            then="grpo" if name == "es-grpo" else "none")
+        if name == "es-grpo":  # the `es` arm's ES, shared
+            share_es(args.root / "es", run)
         run_es(recipe, run)
         report = run_report(recipe, run, evaluate_run(recipe, run))
         write_report(run, report)
         copy_out(run, args.results / name)
     for name, change in SHORT.items():
+        if args.arms and f"short-{name}" not in args.arms:
+            continue
         run = args.root / f"short-{name}"
         recipe = arm_recipe(args.source, **SHORT_RUN, **change)
         run_es(recipe, run)
         copy_out(run, args.results / f"short-{name}")
     return cap
+
+
+def share_es(src: Path, run: Path) -> None:
+    (run / "es").mkdir(exist_ok=True)
+    for rel in ("es/config.json", "es/history.jsonl", "es/start.json", "es/final.json", "es/result.json",
+                "eval/es.json"):
+        if not (run / rel).exists():
+            shutil.copy2(src / rel, run / rel)
 
 
 def copy_out(run: Path, dest: Path) -> None:
@@ -94,7 +114,7 @@ def copy_out(run: Path, dest: Path) -> None:
                 "es/start.json", "es/final.json"):
         if (run / rel).is_file():
             shutil.copy2(run / rel, dest / Path(rel).name)
-    for row in ("es", "baseline+es"):
+    for row in ("es", "baseline+es", "es+grpo", "hyper-es+es"):
         if (run / "eval" / f"{row}.json").is_file():
             shutil.copy2(run / "eval" / f"{row}.json", dest / f"eval-{row}.json")
 
@@ -112,7 +132,7 @@ def summarize(args, cap: dict) -> dict:
     best = (source.get("baseline_best") or {}).get("name", "baseline")
     trained = source["paired"]["pooled"]["trained"]
     runs = {"base": args.source, "baseline": args.source, best: args.source, "hyper-es": args.source,
-            "es": args.root / "es", "baseline+es": args.root / "grpo-es"}
+            **{row: args.root / arm for row, arm in ARMS.items() if (args.root / arm / "report.json").is_file()}}
     table, pairs = [], {}
     for row, run in runs.items():
         report = read_json(run / "report.json", "evaluate the arm")
@@ -122,7 +142,8 @@ def summarize(args, cap: dict) -> dict:
                       **{t: r["results"][t]["greedy"] for t in trained}})
     for ref in ("base", best, "hyper-es"):  # greedy, on every test problem
         pairs[ref] = {row: paired(runs, row, ref, trained, "greedy") for row in runs if row != ref}
-    sampled = ("base", "baseline", "hyper-es", "es", "baseline+es")  # with Pass@k samples (not the best snapshot)
+    pairs["start"] = {row: paired(runs, row, START[row], trained, "greedy") for row in ARMS if row in runs}
+    sampled = [r for r in runs if r != best]  # with Pass@k samples (not the best snapshot)
     pass_k = {m: {ref: {row: paired(runs, row, ref, trained, m) for row in sampled if row != ref}
                   for ref in ("base", "baseline", "hyper-es")} for m in ("pass@1", "pass@8")}
     short = {}
@@ -148,10 +169,11 @@ def markdown(s: dict) -> str:
              "Greedy on the 1,000-problem tests of each trained task; differences in points, pooled over the trained "
              "tasks, paired bootstrap 95% CI.", "",
              f"| row | steps | tokens | {' | '.join(s['trained_tasks'])} | pass@1 | pass@8 "
-             f"| vs base | vs {best} | vs hyper-es |",
-             "|:--|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|--:|--:|--:|"]
+             f"| vs base | vs {best} | vs hyper-es | vs its start |",
+             "|:--|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|--:|--:|--:|--:|"]
     for r in s["rows"]:
-        vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"][ref] else "—" for ref in refs]
+        vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"].get(ref, {}) else "—"
+              for ref in (*refs, "start")]
         lines.append(f"| {r['row']} | {r['steps']} | {r['tokens']:,} | "
                      + " | ".join(f"{r[t]:.3f}" for t in s["trained_tasks"])
                      + f" | {num(r['pass@1'])} | {num(r['pass@8'])} | " + " | ".join(vs) + " |")
@@ -160,7 +182,7 @@ def markdown(s: dict) -> str:
               "Hyper-ES, points:", "",
               "| row | pass@1 − base | pass@8 − base | pass@1 − baseline | pass@8 − baseline | pass@1 − hyper-es "
               "| pass@8 − hyper-es |", "|:--|--:|--:|--:|--:|--:|--:|"]
-    for row in ("base", "baseline", "hyper-es", "es", "baseline+es"):
+    for row in ["base", *s["paired_pass_k"]["pass@1"]["base"]]:
         cells = [ci(s["paired_pass_k"][m][ref][row]) if row in s["paired_pass_k"][m][ref] else "—"
                  for ref in ("base", "baseline", "hyper-es") for m in ("pass@1", "pass@8")]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
@@ -178,6 +200,7 @@ def main() -> None:
     p.add_argument("--source", type=Path, required=True, help="a finished decision-experiment run folder")
     p.add_argument("--results", type=Path, default=ROOT / "bench/results/es")
     p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--arms", nargs="*", help="run only these arms (default: all), e.g. es-grpo hyperes-es")
     args = p.parse_args()
     from hyper_es.analyze.coverage import analyze_coverage
     from hyper_es.progress import setup_logging
@@ -191,9 +214,10 @@ def main() -> None:
     rows = args.root / "coverage"  # the compared rows of all arms in one folder (coverage reads RUN/eval/*.json)
     (rows / "eval").mkdir(parents=True, exist_ok=True)
     for row, run in (("base", args.source), ("baseline", args.source), ("hyper-es", args.source),
-                     ("es", args.root / "es"), ("baseline+es", args.root / "grpo-es")):
-        shutil.copy2(run / "eval" / f"{row}.json", rows / "eval" / f"{row}.json")
-    arms = [args.root / a for a in ("es", "grpo-es", *(f"short-{n}" for n in SHORT))]
+                     *((row, args.root / arm) for row, arm in ARMS.items())):
+        if (run / "eval" / f"{row}.json").is_file():
+            shutil.copy2(run / "eval" / f"{row}.json", rows / "eval" / f"{row}.json")
+    arms = [args.root / a for a in ("es", "grpo-es", "hyperes-es", *(f"short-{n}" for n in SHORT))]
     analyze_coverage([rows], args.results / "coverage", diversity_from=[a for a in arms if a.is_dir()])
     print(markdown(summary))
     print(f"command: python {' '.join(sys.argv)}")

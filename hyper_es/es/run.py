@@ -158,9 +158,11 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
                                                       "temperature", "seed", "val_size")},
               "dtype": recipe.eval.dtype,
               **({"lora": recipe.gradient.lora.model_dump(mode="json")} if recipe.es.scope == "lora" else {})}
+    config["es"].pop("then")  # what follows ES does not change its history
     path = out / "config.json"
     if path.is_file():
         old = read_json(path, "delete RUN/es to restart ES")
+        old.get("es", {}).pop("then", None)
         changed = [k for k in config if old.get(k) != json.loads(json.dumps(config[k]))]
         if changed:
             raise DataError(f"{path}: this ES run was started with other settings ({', '.join(changed)} differ); "
