@@ -70,7 +70,7 @@ def split(args) -> dict:
     finally:
         engine.close()
     return {"scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
-            "iteration_s": total, **parts, "update_detail": update_timing, "restore_once_s": restore_s,
+            "noise_threads": update_timing.get("noise_threads"), "iteration_s": total, **parts, "update_detail": update_timing, "restore_once_s": restore_s,
             "overhead_fraction": (total - parts["generate_s"]) / total,
             "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"]
                                          + update_timing.get("install_s", 0.0)) / total}

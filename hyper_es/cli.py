@@ -243,6 +243,9 @@ def sparsity_cmd(
     for row, r in result["rows"].items():
         kept = "  ".join(f"{k} {v['mean']:.3f}" for k, v in r["accuracy"].items())
         typer.echo(f"{row:<12} {kept}")
+        for k, d in r["paired"].items():
+            typer.echo(f"{'':<12} {k} − full " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_full"])
+                       + "   − base " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_base"]))
     typer.echo(f"figures: {', '.join(result['figures'])}")
 
 

@@ -4,6 +4,7 @@ import json
 import math
 import re
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -252,7 +253,22 @@ def test_analyze_sparsity_on_the_run(tiny_run, tmp_path):
         greedy = json.loads((run_dir / "eval" / f"{row}.json").read_text())["results"]["chain_sum"]["records"]["greedy"]
         got = sp["rows"]["baseline" if row == "base" else row]["accuracy"]["p=0" if row == "base" else "p=1"]
         assert got["tasks"]["chain_sum"] == pytest.approx(sum(greedy[:8]) / 8)
+        assert got["correct"]["chain_sum"] == [int(v) for v in greedy[:8]]
     assert set(sp["rows"]["baseline"]["accuracy"]) == {"p=0", "p=1", "p=0.5", "p=0.05"}
     assert sp["rows"]["baseline"]["layer_norms"] and (tmp_path / "sp" / "sparsity.png").stat().st_size > 0
+    acc, cut = sp["rows"]["hyper-es"]["accuracy"], sp["rows"]["hyper-es"]["paired"]["p=0.5"]
+    assert set(sp["rows"]["hyper-es"]["paired"]) == {"p=0.5", "p=0.05"} and cut["vs_full"]["n"] == 8
+    assert cut["vs_full"]["diff"] == pytest.approx(acc["p=0.5"]["mean"] - acc["p=1"]["mean"])
+    assert cut["vs_base"]["diff"] == pytest.approx(acc["p=0.5"]["mean"] - acc["p=0"]["mean"])
+    assert cut["vs_full"]["low"] <= cut["vs_full"]["diff"] <= cut["vs_full"]["high"] and "− full" in res.output
+
+    def no_engine(*a, **k):
+        raise AssertionError("a measured row was scored again")
+
+    with patch("hyper_es.engine.inplace_engine", no_engine):  # a re-run keeps the rows sparsity.json holds
+        again = CliRunner().invoke(app, ["analyze", "sparsity", str(run_dir), "--out", str(tmp_path / "sp"), "--rows",
+                                         "baseline,hyper-es", "--fractions", "0.5,0.05", "--backend", "hf", "--limit", "8"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((tmp_path / "sp" / "sparsity.json").read_text())["rows"] == sp["rows"]
     bad = CliRunner().invoke(app, ["analyze", "sparsity", str(run_dir), "--out", str(tmp_path / "x"), "--rows", "nope"])
     assert bad.exit_code == 2 and "no adapter for row 'nope'" in bad.output

@@ -5,7 +5,9 @@ the tensors it touches is cut to the top p of entries by magnitude (one threshol
 fraction p, and each cut update is scored greedy on the test sets by one resident engine (the cut updates are
 the directions of one DirectionSet, installed one at a time at coefficient 1, as the final evaluation does). The
 curve is the accuracy kept at each p, next to the full update (p = 1) and the base (p = 0), with per-layer update
-norms. Writes sparsity.json and PNGs to --out.
+norms. Every cut keeps its per-problem greedy correctness, so each cut is compared with the full update and with
+the base by a paired bootstrap CI (pooled over the tasks). Writes sparsity.json (after each row: a re-run skips
+the rows it holds for the same fractions and limit) and PNGs to --out.
 """
 
 from __future__ import annotations
@@ -38,8 +40,18 @@ def layer_norms(delta: dict[str, torch.Tensor], arch) -> dict[str, float]:
     return {k: out[k] ** 0.5 for k in order}
 
 
+def paired_cuts(acc: dict, tasks: list[str]) -> dict:
+    """Each cut minus the full update and minus the base: paired bootstrap over the same problems, pooled."""
+    from hyper_es.evaluate import stats
+
+    def diff(a: str, b: str) -> dict:
+        return stats.paired_bootstrap([(acc[a]["correct"][t], acc[b]["correct"][t]) for t in tasks]).to_dict()
+
+    return {k: {"vs_full": diff(k, "p=1"), "vs_base": diff(k, "p=0")} for k in acc if k not in ("p=0", "p=1")}
+
+
 def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, backend: str, limit: int | None,
-             workdir: Path) -> dict:
+             workdir: Path, done: dict | None = None, save=None) -> dict:
     from hyper_es import architectures
     from hyper_es.directions import DirectionSet
     from hyper_es.engine import inplace_engine
@@ -54,7 +66,11 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in trained_tasks(recipe, names) or names]
     fractions = sorted({float(p) for p in fractions} | {1.0}, reverse=True)
     result = {"fractions": fractions, "tasks": [t.name for t in tasks], "limit": limit, "rows": {}}
+    if done and all(done.get(k) == result[k] for k in ("fractions", "tasks", "limit")):  # resume: rows measured
+        result["rows"] = {r: v for r, v in done.get("rows", {}).items() if r in rows and "paired" in v}
     for row in rows:
+        if row in result["rows"]:
+            continue
         delta = row_update(run_dir, row, recipe)
         cut = {f"p={p:g}": top_fraction(delta, p) for p in fractions}
         ds = DirectionSet.from_dicts(base, cut)
@@ -65,8 +81,12 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
         try:
             for key in [None, *cut]:  # None: the base (p = 0)
                 engine.set_genome(global_weights(ds, {n: float(n == key) for n in ds.names})[1])
-                per = {t.name: evaluate_task(engine, tok, t, limit=limit).pass_at[1] for t in tasks}
-                acc["p=0" if key is None else key] = {"tasks": per, "mean": float(np.mean(list(per.values())))}
+                scored = {t.name: evaluate_task(engine, tok, t, limit=limit) for t in tasks}
+                per = {t: r.pass_at[1] for t, r in scored.items()}
+                acc["p=0" if key is None else key] = {
+                    "tasks": per, "mean": float(np.mean(list(per.values()))),
+                    "ids": {t: [x["id"] for x in r.records] for t, r in scored.items()},
+                    "correct": {t: [int(x["scores"][0] >= 1.0) for x in r.records] for t, r in scored.items()}}
         finally:
             engine.close()
         full, zero = acc["p=1"]["mean"], acc["p=0"]["mean"]
@@ -74,7 +94,9 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
         result["rows"][row] = {
             "accuracy": acc, "entries": int(sum(d.numel() for d in delta.values())),
             "gain_kept": {k: (v["mean"] - zero) / gain if gain else None for k, v in acc.items()},
-            "layer_norms": layer_norms(delta, arch)}
+            "layer_norms": layer_norms(delta, arch), "paired": paired_cuts(acc, result["tasks"])}
+        if save is not None:
+            save(result)
     return result
 
 
@@ -97,10 +119,13 @@ def plot(result: dict, out: Path) -> list[Path]:
 
 def analyze_sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], out: Path, *,
                      backend: str, limit: int | None) -> dict:
-    from hyper_es.io import write_json_atomic
+    from hyper_es.io import read_json, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
-    result = sparsity(recipe, Path(run_dir), rows, fractions, backend=backend, limit=limit, workdir=out / "engine")
-    write_json_atomic(out / "sparsity.json", result)
+    path = out / "sparsity.json"
+    done = read_json(path, "delete it to measure again") if path.is_file() else None
+    result = sparsity(recipe, Path(run_dir), rows, fractions, backend=backend, limit=limit, workdir=out / "engine",
+                      done=done, save=lambda r: write_json_atomic(path, r))
+    write_json_atomic(path, result)
     result["figures"] = [str(p) for p in plot(result, out)]
     return result

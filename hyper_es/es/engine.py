@@ -12,7 +12,7 @@ import torch
 
 from hyper_es.engine.hf import HFGenerator
 from hyper_es.errors import HyperESError
-from hyper_es.es.noise import noise
+from hyper_es.es.noise import perturbed
 from hyper_es.es.update import apply_update
 
 
@@ -78,10 +78,7 @@ class HFES(HFGenerator):
             yield from installed(self.master, self.theta, self.lora.scaling,
                                  None if member is None else (member.seed, member.scale))
             return
-        for n, w in self.master.items():
-            if member is not None:
-                w = w + member.scale * noise(member.seed, n, w.shape, device=w.device)
-            yield n, w
+        yield from self.master.items() if member is None else perturbed(self.master, member.seed, member.scale)
 
     @torch.no_grad()
     def set_genome(self, member: Member | None) -> None:

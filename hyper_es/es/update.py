@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from hyper_es.es.noise import noise
+from hyper_es.es.noise import noise, noise_into, pooled
 
 
 def normalise(rewards: Sequence[float], kind: str = "zscore") -> np.ndarray:
@@ -60,9 +60,12 @@ def apply_update(params: Mapping[str, torch.Tensor], seeds: Sequence[int], z: Se
     for i, (seed, zi) in enumerate(zip(seeds, z)):
         sign = member_signs[i] if member_signs else 1
         coef[int(seed)] = coef.get(int(seed), 0.0) + float(alpha) / (n * float(sigma)) * float(zi) * sign
-    for name, p in params.items():
-        step = torch.zeros(p.shape, dtype=torch.float32)
+    def step(name: str) -> torch.Tensor:
+        out, eps = torch.zeros(params[name].shape), torch.empty(params[name].shape)
         for seed, c in coef.items():
             if c:
-                step.add_(noise(seed, name, p.shape), alpha=c)
-        p.add_(step.to(device=p.device, dtype=p.dtype))
+                out.add_(noise_into(eps, seed, name), alpha=c)
+        return out
+
+    for name, s in pooled(step, list(params)):  # tensors side by side; each sums its seeds in order
+        params[name].add_(s.to(device=params[name].device, dtype=params[name].dtype))

@@ -53,29 +53,30 @@ class ESWorker(HyperESWorker):
 
     @torch.no_grad()
     def es_set(self, seed: int | None, scale: float) -> dict[str, float]:
-        """Install θ + scale·ε(seed), or θ itself (seed None); returns {noise_s, install_s}. With LoRA factors, the
-        weights are W₀ + s·B'A' (their noise is counted in install_s)."""
-        from hyper_es.es.noise import noise
+        """Install θ + scale·ε(seed), or θ itself (seed None), target by target; returns {noise_s, install_s}, where
+        noise_s is the time spent waiting for noise (generated ahead on threads). With LoRA factors, the weights are
+        W₀ + s·B'A' (their noise is counted in install_s)."""
+        from hyper_es.es.noise import perturbed, threads
 
         t0, noise_s = time.perf_counter(), 0.0
-        lora, member = self.es_lora, None if seed is None else (seed, scale)
+        order = {hf: self.hx_master[hf] for parts in self.hx_targets.values() for hf in parts.values()}
+        if self.es_lora is not None:
+            from hyper_es.es.lora import installed
+
+            member = None if seed is None else (seed, scale)
+            stream = ((hf, next(installed({hf: w}, self.es_theta, self.es_lora.scaling, member))[1]
+                       if f"{hf}:A" in self.es_theta else w) for hf, w in order.items())
+        else:
+            stream = iter(order.items()) if seed is None else perturbed(order, seed, scale)
         for target, parts in self.hx_targets.items():
             weights = {}
             for hf in parts.values():
-                w = self.hx_master[hf]
-                if lora is not None:  # W₀ + s·B'A' (noise inside, counted as install time)
-                    if f"{hf}:A" in self.es_theta:
-                        from hyper_es.es.lora import installed
-
-                        w = next(installed({hf: w}, self.es_theta, lora.scaling, member))[1]
-                elif seed is not None:
-                    t1 = time.perf_counter()
-                    eps = noise(seed, hf, w.shape, device=w.device)
-                    noise_s += time.perf_counter() - t1
-                    w = w + scale * eps
-                weights[hf] = w.to(self.hx_dtypes[hf])
+                t1 = time.perf_counter()
+                name, w = next(stream)
+                noise_s += time.perf_counter() - t1 if seed is not None and self.es_lora is None else 0.0
+                weights[name] = w.to(self.hx_dtypes[name])
             self._hx_install(target, weights)
-        return {"noise_s": noise_s, "install_s": time.perf_counter() - t0 - noise_s}
+        return {"noise_s": noise_s, "install_s": time.perf_counter() - t0 - noise_s, "noise_threads": threads()}
 
     @torch.no_grad()
     def es_update(self, seeds: list[int], z: list[float], sigma: float, alpha: float, signs: list[int]) -> dict:
