@@ -23,23 +23,16 @@ sys.path.insert(0, str(ROOT))
 
 def measure(recipe, run: Path, xs, rows, engines: int | None, backend: str, workdir: Path) -> tuple[float, list]:
     """(seconds for score_many over xs, the Scores) with the local engine (engines None) or a pool."""
-    from hyper_es.directions import DirectionSet
-    from hyper_es.engine import inplace_engine
-    from hyper_es.merging import recipe_genome
-    from hyper_es.search.run import Scorer, fitness_splits
+    from hyper_es.distributed.pool import EnginePool, resident_engine
 
     if engines is None:
-        ds = DirectionSet.from_run(run)
-        genome, settings = recipe_genome(recipe, ds)
-        engine, tok = inplace_engine(recipe, backend, ds, genome, settings, workdir / "local", seed=0)
-        scorer = Scorer(engine, tok, fitness_splits(recipe)[0])
+        engine, scorer = resident_engine(recipe, "inplace", {"run_dir": str(run), "backend": backend,
+                                                             "workdir": str(workdir / "local"), "seed": 0})
     else:
-        from hyper_es.distributed.pool import EnginePool
+        from hyper_es.recipe import recipe_from_dict
 
         data = recipe.model_dump(mode="json")
         data["executor"] = {"kind": "ray", "engines": engines}
-        from hyper_es.recipe import recipe_from_dict
-
         engine = scorer = EnginePool(recipe_from_dict(data, recipe._path), "inplace", run_dir=str(run),
                                      backend=backend, workdir=str(workdir / f"pool{engines}"), seed=0)
     try:

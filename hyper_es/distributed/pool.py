@@ -10,6 +10,7 @@ that replays the log; its candidate is queued again and the generation's result 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -19,31 +20,38 @@ logger = logging.getLogger(__name__)
 SEARCH_REWARD = "search.reward"
 
 
+def resident_engine(recipe, kind: str, kwargs: dict):
+    """(engine, Scorer over the searched tasks): the search's in-place engine (`inplace`: run_dir, backend, workdir,
+    seed, fused) or the ES engine (`es`: backend, start_file), as one actor of a pool holds it."""
+    from hyper_es.search.run import Scorer, fitness_splits
+
+    if kind == "inplace":
+        from hyper_es.directions import DirectionSet
+        from hyper_es.engine import inplace_engine
+        from hyper_es.merging import recipe_genome
+
+        ds = DirectionSet.from_run(kwargs["run_dir"])
+        genome, settings = recipe_genome(recipe, ds)
+        engine, tok = inplace_engine(recipe, kwargs["backend"], ds, genome, settings, Path(kwargs["workdir"]),
+                                     seed=kwargs["seed"], fused=kwargs.get("fused", True))
+    elif kind == "es":
+        from hyper_es.es.engine import es_engine
+
+        start = kwargs.get("start_file")
+        engine, tok = es_engine(recipe, kwargs["backend"], Path(start) if start else None)
+    else:
+        raise ValueError(f"unknown engine kind '{kind}'")
+    return engine, Scorer(engine, tok, fitness_splits(recipe)[0])
+
+
 class EngineActor:
     """One resident engine and its Scorer, inside a Ray actor."""
 
     def __init__(self, data: dict, path: str, kind: str, kwargs: dict):
         from hyper_es.recipe import recipe_from_dict
-        from hyper_es.search.run import Scorer, fitness_splits
 
         recipe = recipe_from_dict(data, path)
-        if kind == "inplace":
-            from hyper_es.directions import DirectionSet
-            from hyper_es.engine import inplace_engine
-            from hyper_es.merging import recipe_genome
-
-            ds = DirectionSet.from_run(kwargs["run_dir"])
-            genome, settings = recipe_genome(recipe, ds)
-            self.engine, tok = inplace_engine(recipe, kwargs["backend"], ds, genome, settings, Path(kwargs["workdir"]),
-                                              seed=kwargs["seed"], fused=kwargs.get("fused", True))
-        elif kind == "es":
-            from hyper_es.es.engine import es_engine
-
-            start = kwargs.get("start_file")
-            self.engine, tok = es_engine(recipe, kwargs["backend"], Path(start) if start else None)
-        else:
-            raise ValueError(f"unknown engine kind '{kind}'")
-        self.scorer = Scorer(self.engine, tok, fitness_splits(recipe)[0])
+        self.engine, self.scorer = resident_engine(recipe, kind, kwargs)
         self.search_reward = None
         if recipe.search.reward:
             from hyper_es import rewards
@@ -64,6 +72,17 @@ class EngineActor:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def engine_pool(stack: contextlib.ExitStack, recipe, kind: str, **kwargs) -> "EnginePool":
+    """Join or start Ray for this stage (`executor`) and build a pool of `kind` engines; `stack` closes the pool,
+    then leaves the cluster."""
+    from hyper_es.distributed.cluster import ray_cluster
+
+    stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
+    pool = EnginePool(recipe, kind, **kwargs)
+    stack.callback(pool.close)
+    return pool
 
 
 class EnginePool:
@@ -160,7 +179,9 @@ class EnginePool:
         return [{**s, "per_s": s["candidates"] / s["seconds"] if s["seconds"] else 0.0} for s in self.stats]
 
     def close(self) -> None:
-        for actor in self.actors:
+        """Close and kill every actor (a second call does nothing)."""
+        actors, self.actors = self.actors, []
+        for actor in actors:
             try:
                 self.ray.get(actor.close.remote())
             except Exception:  # noqa: BLE001 - a dead actor has nothing left to close

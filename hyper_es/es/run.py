@@ -112,7 +112,8 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
         rows = fitness_rows(pool, s, it)
         scores = scorer.score_many([Member(seed, si * sigma) for seed, si in zip(seeds, sg)], rows,
-                                   samples=s.samples, temperature=s.temperature, seed=s.seed + it, reward=fit_reward)
+                                   samples=s.samples, temperature=s.temperature, seed=s.seed + it, reward=fit_reward,
+                                   answers=True)
         r = [sc.reward for sc in scores]
         z = normalise(r, c.normalise).tolist()
         engine.update(seeds, z, sigma, c.alpha, sg)
@@ -182,13 +183,10 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     result = finished(out, recipe.es.population)  # no engine for a finished run
     with contextlib.ExitStack() as stack:
         if result is None and recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
-            from hyper_es.distributed.cluster import ray_cluster
-            from hyper_es.distributed.pool import EnginePool
+            from hyper_es.distributed.pool import engine_pool
 
-            stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
-            engine = EnginePool(recipe, "es", backend=backend or recipe.eval.backend,
-                                start_file=None if start_file is None else str(start_file))
-            stack.callback(engine.close)
+            engine = engine_pool(stack, recipe, "es", backend=backend or recipe.eval.backend,
+                                 start_file=None if start_file is None else str(start_file))
             result = es_search(recipe, run_dir, engine, None, scorer=engine)
         elif result is None:
             engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)

@@ -74,8 +74,9 @@ class Scorer:
                     self._prompt_ids(task, rows[task.name])
 
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
-              seed: int = 0, reward=None) -> Score:
-        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward)."""
+              seed: int = 0, reward=None, answers: bool = False) -> Score:
+        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward). With
+        `answers`, each problem's first final answer is kept too (ES's population diversity)."""
         t0, failed = time.perf_counter(), rewards.failures()
         self.engine.set_genome(x)
         fidelity = float(getattr(self.engine, "last_fidelity", 0.0))
@@ -90,20 +91,21 @@ class Scorer:
         outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
                                             for t, sp in zip(tasks, samplings)])
         t2 = time.perf_counter()
-        total, weight, tokens, per_row, answers = 0.0, 0.0, 0, [], []
+        total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
         for task, sampling, task_outs in zip(tasks, samplings, outs):
             scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
                 texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
                 scored += row_scores
                 per_row.append(float(np.mean(row_scores)))
-                answers.append(final_answer(texts[0]) if texts else None)
+                if answers:
+                    finals.append(final_answer(texts[0]) if texts else None)
                 tokens += sum(map(len, completions))
             total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
         timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
         return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity,
-                     answers=answers)
+                     answers=finals)
 
 
     def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, **kw) -> list[Score]:
@@ -161,13 +163,11 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     fit_reward = rewards.get(s.reward) if s.reward else None
 
     stack = contextlib.ExitStack()
-    if recipe.executor.kind == "ray":  # a pool of resident engines, one per actor
-        from hyper_es.distributed.cluster import ray_cluster
-        from hyper_es.distributed.pool import EnginePool
+    if recipe.executor.kind == "ray":  # a pool of resident engines, one per actor (the stack closes it)
+        from hyper_es.distributed.pool import engine_pool
 
-        stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
-        engine = scorer = EnginePool(recipe, "inplace", run_dir=str(run_dir), backend=backend,
-                                     workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
+        engine = scorer = engine_pool(stack, recipe, "inplace", run_dir=str(run_dir), backend=backend,
+                                      workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
     else:
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
                                      fused=s.compile_merge)
