@@ -1,6 +1,8 @@
 """Full-parameter ES beside GRPO-LoRA and Hyper-ES on SmolLM2-135M, at an equal budget of generated tokens.
 
     python bench/es_study.py --root /work/exp/es --source /work/exp/decide/seed0-lr0.00025
+    python bench/es_study.py --root /work/exp/es-seed1 --source /work/exp/decide/seed1-lr0.00025 --es-seed 1 \
+        --results bench/results/es-seed1 --arms es          # the second seed: ES against that seed's rows
 
 `--source` is a finished `hyper-es run` folder of the decision experiment (bench/decide.py): its directions,
 baseline, search and evaluated rows are shared by every arm (hard links and copies), so the arms are paired on the
@@ -82,7 +84,7 @@ def run_arms(args) -> dict:
         if args.arms and name not in args.arms:
             continue
         run = arm_folder(args.root, args.source, name)
-        recipe = arm_recipe(args.source, start=start, max_tokens=cap.get(name, cap["es"]),
+        recipe = arm_recipe(args.source, start=start, max_tokens=cap.get(name, cap["es"]), seed=args.es_seed,
                             then="grpo" if name == "es-grpo" else "none")
         if name == "es-grpo":  # the `es` arm's ES, shared
             share_es(args.root / "es", run)
@@ -94,7 +96,7 @@ def run_arms(args) -> dict:
         if args.arms and f"short-{name}" not in args.arms:
             continue
         run = args.root / f"short-{name}"
-        recipe = arm_recipe(args.source, **SHORT_RUN, **change)
+        recipe = arm_recipe(args.source, **SHORT_RUN, **change, seed=args.es_seed)
         run_es(recipe, run)
         copy_out(run, args.results / f"short-{name}")
     return cap
@@ -154,7 +156,8 @@ def summarize(args, cap: dict) -> dict:
             short[name] = {"start": s0["reward"], "final": s1["reward"],
                            "diff": stats.paired_bootstrap([(s1["per_row"], s0["per_row"])]).to_dict()}
     return {"budget_tokens": cap, "baseline_best": best, "trained_tasks": trained, "rows": table,
-            "paired_greedy": pairs, "paired_pass_k": pass_k, "short_runs_val": short, "es_settings": ES, "short_settings": SHORT_RUN}
+            "paired_greedy": pairs, "paired_pass_k": pass_k, "short_runs_val": short, "es_settings": {**ES, "seed": args.es_seed},
+            "short_settings": SHORT_RUN}
 
 
 def markdown(s: dict) -> str:
@@ -200,6 +203,7 @@ def main() -> None:
     p.add_argument("--source", type=Path, required=True, help="a finished decision-experiment run folder")
     p.add_argument("--results", type=Path, default=ROOT / "bench/results/es")
     p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--es-seed", type=int, default=0, help="es.seed of every arm (pair it with the source's seed)")
     p.add_argument("--arms", nargs="*", help="run only these arms (default: all), e.g. es-grpo hyperes-es")
     args = p.parse_args()
     from hyper_es.analyze.coverage import analyze_coverage
