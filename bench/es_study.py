@@ -3,6 +3,8 @@
     python bench/es_study.py --root /work/exp/es --source /work/exp/decide/seed0-lr0.00025
     python bench/es_study.py --root /work/exp/es-seed1 --source /work/exp/decide/seed1-lr0.00025 --es-seed 1 \
         --results bench/results/es-seed1 --arms es          # the second seed: ES against that seed's rows
+    python bench/es_study.py --across-seeds /work/exp/es:/work/exp/decide/seed0-lr0.00025 \
+        /work/exp/es-seed1:/work/exp/decide/seed1-lr0.00025      # ES pooled over both seeds
 
 `--source` is a finished `hyper-es run` folder of the decision experiment (bench/decide.py): its directions,
 baseline, search and evaluated rows are shared by every arm (hard links and copies), so the arms are paired on the
@@ -160,6 +162,22 @@ def summarize(args, cap: dict) -> dict:
             "short_settings": SHORT_RUN}
 
 
+def across_seeds(pairs: list[tuple[Path, Path]], results: Path) -> dict:
+    """ES (from the base) minus base, the final GRPO-LoRA adapter and Hyper-ES, greedy, paired, pooled over every
+    (seed, trained task) stratum: one arm folder and its decision run per seed."""
+    diffs = {}
+    for ref in ("base", "baseline", "hyper-es"):
+        strata = []
+        for root, source in pairs:
+            trained = read_json(source / "report.json", "finish the source run")["paired"]["pooled"]["trained"]
+            strata += [stats.align(*row_values(root / "es", "es", t, "greedy"), *row_values(source, ref, t, "greedy"),
+                                   what=f"{root} es vs {ref} {t}") for t in trained]
+        diffs[ref] = stats.paired_bootstrap(strata).to_dict()
+    out = {"arms": [[str(r), str(s)] for r, s in pairs], "es_minus": diffs}
+    write_json_atomic(results / "across_seeds.json", out)
+    return out
+
+
 def markdown(s: dict) -> str:
     def ci(d):
         return f"{100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
@@ -199,18 +217,28 @@ def markdown(s: dict) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--root", type=Path, required=True, help="run folders (resumable; keep outside the repo)")
-    p.add_argument("--source", type=Path, required=True, help="a finished decision-experiment run folder")
+    p.add_argument("--root", type=Path, help="run folders (resumable; keep outside the repo)")
+    p.add_argument("--source", type=Path, help="a finished decision-experiment run folder")
     p.add_argument("--results", type=Path, default=ROOT / "bench/results/es")
     p.add_argument("--summary-only", action="store_true")
     p.add_argument("--es-seed", type=int, default=0, help="es.seed of every arm (pair it with the source's seed)")
+    p.add_argument("--across-seeds", nargs="+", metavar="ROOT:SOURCE",
+                   help="only pool the `es` arms of several seeds (each its --root and --source) into across_seeds.json")
     p.add_argument("--arms", nargs="*", help="run only these arms (default: all), e.g. es-grpo hyperes-es")
     args = p.parse_args()
+    if not args.across_seeds and (args.root is None or args.source is None):
+        p.error("--root and --source are required (unless --across-seeds)")
     from hyper_es.analyze.coverage import analyze_coverage
     from hyper_es.progress import setup_logging
 
     setup_logging()
     args.results.mkdir(parents=True, exist_ok=True)
+    if args.across_seeds:
+        out = across_seeds([tuple(Path(x) for x in a.split(":", 1)) for a in args.across_seeds], args.results)
+        for ref, d in out["es_minus"].items():
+            print(f"es − {ref}: {100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}] points, n = {d['n']}")
+        print(f"command: python {' '.join(sys.argv)}")
+        return
     cap = budget(args.source) if args.summary_only else run_arms(args)
     summary = summarize(args, cap)
     write_json_atomic(args.results / "summary.json", summary)
