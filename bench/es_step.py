@@ -8,7 +8,8 @@ Split (one process, one resident vLLM engine with the ES worker), an iteration a
 member, noise generation and install (measured in the worker) and generation, members back to back (each is
 installed from θ's fp32 master, so no restore between them); then the update with every member's z non-zero
 (it regenerates each member's noise), whose install of θ_{t+1} is the restore. Reported as fractions of the
-iteration, so the ratio holds on a shared machine. Memory: each workload runs in its own subprocess, and a sampler adds up
+iteration, so the ratio holds on a shared machine; one split per noise kind (`--noise table generator`: the shared
+table's windows against a generator per tensor), side by side in one run. Memory: each workload runs in its own subprocess, and a sampler adds up
 the RSS of that process and all its descendants (vLLM's engine core and worker) every 50 ms; the peak is reported.
 Writes bench/results/es_step.json.
 """
@@ -34,14 +35,14 @@ def _prompts(recipe, tok, n: int):
     return task, task.prompt_ids(tok, task.rows("val" if task.cfg.val else "test")[:n])
 
 
-def split(args) -> dict:
+def split(args, noise: str = "table") -> dict:
     from hyper_es.es.engine import Member, es_engine
     from hyper_es.es.noise import member_seeds
     from hyper_es.es.update import normalise
     from hyper_es.recipe import load_recipe
 
     recipe = load_recipe(args.recipe)
-    recipe.es.scope = args.scope
+    recipe.es.scope, recipe.es.noise = args.scope, noise
     engine, tok = es_engine(recipe, "vllm")
     task, prompts = _prompts(recipe, tok, args.prompts)
     sampling = task.sampling()
@@ -69,7 +70,7 @@ def split(args) -> dict:
         restore_s = time.perf_counter() - t4
     finally:
         engine.close()
-    return {"scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
+    return {"noise": noise, "scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
             "noise_threads": update_timing.get("noise_threads"), "iteration_s": total, **parts, "update_detail": update_timing, "restore_once_s": restore_s,
             "overhead_fraction": (total - parts["generate_s"]) / total,
             "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"]
@@ -83,7 +84,7 @@ def _workload(kind: str, args) -> None:
     recipe = load_recipe(args.recipe)
     if kind == "es":
         args.population = 2
-        split(args)
+        split(args, args.noise[0])
     elif kind == "hyper-es":
         import numpy as np
 
@@ -148,6 +149,8 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--scope", default="all_linear", choices=["all_linear", "full", "lora"])
     p.add_argument("--only", choices=["split", "memory"])
+    p.add_argument("--noise", nargs="+", default=["table", "generator"], choices=["table", "generator"],
+                   help="noise kinds to split (the memory workloads use the first)")
     p.add_argument("--result", type=Path, default=ROOT / "bench/results/es_step.json")
     p.add_argument("--run", type=Path, help="a run folder with directions (Hyper-ES candidate memory)")
     p.add_argument("--workload", choices=["es", "hyper-es", "grpo"], help=argparse.SUPPRESS)
@@ -156,12 +159,12 @@ def main() -> None:
     if args.workload:
         return _workload(args.workload, args)
     out = {"command": f"python {' '.join(sys.argv)}"}
-    if args.only != "memory":
-        out["split"] = split(args)
+    if args.only != "memory":  # one split per noise kind, in one run (side by side)
+        out["split"] = {kind: split(args, kind) for kind in args.noise}
         print(json.dumps(out["split"], indent=1))
     if args.only != "split":
         me = [sys.executable, __file__, "--recipe", str(args.recipe), "--prompts", str(args.prompts), "--scope",
-              args.scope]
+              args.scope, "--noise", args.noise[0]]
         out["peak_rss_gib"] = {k: peak_rss(me + ["--workload", k] + (["--run", str(args.run)] if args.run else []))
                                for k in ("es", "grpo", *(["hyper-es"] if args.run else []))}
         print(json.dumps(out["peak_rss_gib"], indent=1))

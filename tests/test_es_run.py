@@ -50,7 +50,8 @@ def test_member_then_restore_is_exact_and_uses_per_tensor_noise(tmp_path):
     name = next(iter(engine.params))
     before = {n: p.detach().clone() for n, p in engine.params.items()}
     engine.set_genome(Member(5, 0.1))
-    assert torch.allclose(engine.params[name], before[name] + 0.1 * noise(5, name, before[name].shape), atol=1e-6)
+    eps = noise(5, name, before[name].shape, kind=engine.noise)  # the engine's kind (the table by default)
+    assert torch.equal(engine.params[name], torch.add(before[name], eps, alpha=0.1))
     engine.set_genome(None)
     assert all(torch.equal(engine.params[n], before[n]) for n in before)
 
@@ -119,7 +120,8 @@ def test_lora_scope_member_update_and_replay(tmp_path):
     w = names[0]
     a, b = engine.theta[f"{w}:A"], engine.theta[f"{w}:B"]
     engine.set_genome(Member(7, 0.1))
-    want = base[w] + shape.scaling * ((b + 0.1 * noise(7, f"{w}:B", b.shape)) @ (a + 0.1 * noise(7, f"{w}:A", a.shape)))
+    want = base[w] + shape.scaling * ((b + 0.1 * noise(7, f"{w}:B", b.shape, kind="table"))
+                                      @ (a + 0.1 * noise(7, f"{w}:A", a.shape, kind="table")))
     torch.testing.assert_close(engine.params[w], want, rtol=0, atol=1e-6)
     engine.restore()
     assert all(torch.equal(engine.params[n], base[n]) for n in names)
@@ -127,11 +129,11 @@ def test_lora_scope_member_update_and_replay(tmp_path):
     factors = init_factors({n: shapes[n] for n in names}, shape.r)
     from hyper_es.es.update import apply_update
 
-    apply_update(factors, [7, 9], [1.0, -1.0], 0.1, 0.05, [1, 1])
+    apply_update(factors, [7, 9], [1.0, -1.0], 0.1, 0.05, [1, 1], kind="table")
     assert all(torch.equal(engine.theta[k], v) for k, v in factors.items()) and engine.theta[f"{w}:B"].abs().sum() > 0
     es = tmp_path / "run" / "es"
     es.mkdir(parents=True)
-    (es / "config.json").write_text(json.dumps({"es": {"population": 2, "scope": "lora"}, "lora": {**LORA}}))
+    (es / "config.json").write_text(json.dumps({"es": {"population": 2, "scope": "lora", "noise": "table"}, "lora": {**LORA}}))
     (es / "result.json").write_text(json.dumps({"kept_iterations": 1}))
     (es / HISTORY).write_text(json.dumps({"iteration": 0, "seeds": [7, 9], "signs": [1, 1], "rewards": [1, 0],
                                           "z": [1.0, -1.0], "sigma": 0.1, "alpha": 0.05}) + "\n")
@@ -178,7 +180,7 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
         from safetensors.torch import save_file
 
         shapes = {n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_pretrained(tiny_path).named_parameters()}
-        save_file({n: 0.5 * noise(3, n, shapes[n]) for n in names}, str(tmp_path / "start.safetensors"))
+        save_file({n: 0.5 * noise(3, n, shapes[n], kind="table") for n in names}, str(tmp_path / "start.safetensors"))
         started = VLLMES(tiny_path, tok, architecture="llama", scope=scope, start=tmp_path / "start.safetensors",
                          dtype="float32", max_model_len=512)
         try:

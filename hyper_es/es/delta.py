@@ -32,6 +32,7 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
     if len(history) < kept:
         raise DataError(f"{out / HISTORY}: {len(history)} iterations, but the result keeps {kept}")
     shapes = tensor_shapes(base)
+    kind = config["es"].get("noise", "generator")  # runs recorded before the table have no key
     lora = None
     if config["es"]["scope"] == "lora":
         from hyper_es.es.lora import LoraShape
@@ -48,13 +49,13 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
         for n, d in start.items():
             delta[n] += d
         for rec in history[:kept]:
-            apply_update(delta, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+            apply_update(delta, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"], kind=kind)
     else:  # the factors replayed from their init; the update is what they install, on top of the start's
         from hyper_es.es.lora import init_factors, lora_delta
 
         factors = init_factors({n: shapes[n] for n in names}, lora.r)
         for rec in history[:kept]:
-            apply_update(factors, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
+            apply_update(factors, rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"], kind=kind)
         delta = lora_delta(factors, lora.scaling)
         for n, d in start.items():
             delta[n] = delta[n] + d

@@ -52,7 +52,7 @@ class HFES(HFGenerator):
     the model's dtype). `theta` is what ES updates: the fp32 master of the weights, or the LoRA factors."""
 
     def __init__(self, model, tokenizer, names: list[str], *, batch_size: int = 32, max_model_len: int | None = None,
-                 start: dict[str, torch.Tensor] | None = None, lora=None):
+                 start: dict[str, torch.Tensor] | None = None, lora=None, noise: str = "table"):
         super().__init__(model, tokenizer, batch_size=batch_size, max_model_len=max_model_len)
         params = dict(model.named_parameters())  # tied weights appear once
         missing = [n for n in names if n not in params]
@@ -61,7 +61,7 @@ class HFES(HFGenerator):
         self.params = {n: params[n] for n in names}
         self.master = {n: p.detach().to(torch.float32).clone() for n, p in self.params.items()}
         add_start(self.master, start or {})
-        self.lora = lora
+        self.lora, self.noise = lora, noise
         if lora is not None:
             from hyper_es.es.lora import init_factors
 
@@ -76,9 +76,10 @@ class HFES(HFGenerator):
             from hyper_es.es.lora import installed
 
             yield from installed(self.master, self.theta, self.lora.scaling,
-                                 None if member is None else (member.seed, member.scale))
+                                 None if member is None else (member.seed, member.scale), self.noise)
             return
-        yield from self.master.items() if member is None else perturbed(self.master, member.seed, member.scale)
+        yield from (self.master.items() if member is None
+                    else perturbed(self.master, member.seed, member.scale, self.noise))
 
     @torch.no_grad()
     def set_genome(self, member: Member | None) -> None:
@@ -89,7 +90,7 @@ class HFES(HFGenerator):
         self.set_genome(None)
 
     def update(self, seeds, z, sigma: float, alpha: float, signs) -> None:
-        apply_update(self.theta, seeds, z, sigma, alpha, signs)
+        apply_update(self.theta, seeds, z, sigma, alpha, signs, kind=self.noise)
         self.set_genome(None)
 
     def weights(self) -> dict[str, torch.Tensor]:
@@ -119,7 +120,8 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
 
         tok = AutoTokenizer.from_pretrained(path)
         return VLLMES(path, tok, architecture=arch.name, scope=recipe.es.scope, start=start_file, dtype=dtype,
-                      max_model_len=recipe.model.max_model_len, seed=recipe.es.seed, lora=lora), tok
+                      max_model_len=recipe.model.max_model_len, seed=recipe.es.seed, lora=lora,
+                      noise=recipe.es.noise), tok
     model, tok = models.load(str(path), dtype=dtype)
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     start = None
@@ -128,4 +130,5 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
 
         start = load_file(str(start_file))
     return HFES(model, tok, es_tensors(shapes, recipe.es.scope, arch.layer_pattern, lora),
-                batch_size=recipe.eval.batch_size, max_model_len=recipe.model.max_model_len, start=start, lora=lora), tok
+                batch_size=recipe.eval.batch_size, max_model_len=recipe.model.max_model_len, start=start, lora=lora,
+                noise=recipe.es.noise), tok

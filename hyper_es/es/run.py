@@ -164,6 +164,7 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     if path.is_file():
         old = read_json(path, "delete RUN/es to restart ES")
         old.get("es", {}).pop("then", None)
+        old.get("es", {}).setdefault("noise", "generator")  # recorded before the table: generated noise
         changed = [k for k in config if old.get(k) != json.loads(json.dumps(config[k]))]
         if changed:
             raise DataError(f"{path}: this ES run was started with other settings ({', '.join(changed)} differ); "

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from hyper_es.es.noise import noise, noise_into, pooled
+from hyper_es.es.noise import KINDS, noise, noise_into, noise_table, pooled, windows
 
 
 def normalise(rewards: Sequence[float], kind: str = "zscore") -> np.ndarray:
@@ -41,16 +41,16 @@ def signs(population: int, antithetic: bool) -> list[int]:
 
 
 @torch.no_grad()
-def perturb(params: Mapping[str, torch.Tensor], seed: int, scale: float) -> None:
+def perturb(params: Mapping[str, torch.Tensor], seed: int, scale: float, kind: str = "generator") -> None:
     """θ += scale·ε(seed) for every tensor, in place. Undoing it with −scale is exact only up to fp rounding; the
     ES engines restore from an fp32 master instead."""
     for name, p in params.items():
-        p.add_(noise(seed, name, p.shape, device=p.device, dtype=p.dtype), alpha=scale)
+        p.add_(noise(seed, name, p.shape, device=p.device, dtype=p.dtype, kind=kind), alpha=scale)
 
 
 @torch.no_grad()
 def apply_update(params: Mapping[str, torch.Tensor], seeds: Sequence[int], z: Sequence[float], sigma: float,
-                 alpha: float, member_signs: Sequence[int] | None = None) -> None:
+                 alpha: float, member_signs: Sequence[int] | None = None, kind: str = "generator") -> None:
     """θ ← θ + α/(Nσ)·Σᵢ zᵢ·sᵢ·ε(seedᵢ), in place, accumulated per tensor in fp32. Members sharing a seed (an
     antithetic pair) are summed first, so each seed's noise is generated once per tensor, in first-seen order."""
     n = len(seeds)
@@ -61,11 +61,20 @@ def apply_update(params: Mapping[str, torch.Tensor], seeds: Sequence[int], z: Se
         sign = member_signs[i] if member_signs else 1
         coef[int(seed)] = coef.get(int(seed), 0.0) + float(alpha) / (n * float(sigma)) * float(zi) * sign
     def step(name: str) -> torch.Tensor:
-        out, eps = torch.zeros(params[name].shape), torch.empty(params[name].shape)
+        out = torch.zeros(params[name].shape)
+        if kind == "table":  # window by window, straight from the table
+            table, flat = noise_table(), out.view(-1)
+            for seed, c in coef.items():
+                for s, n, o in windows(seed, name, out.numel()) if c else ():
+                    flat[s:s + n].add_(table[o:o + n], alpha=c)
+            return out
+        eps = torch.empty(out.shape)
         for seed, c in coef.items():
             if c:
                 out.add_(noise_into(eps, seed, name), alpha=c)
         return out
 
-    for name, s in pooled(step, list(params)):  # tensors side by side; each sums its seeds in order
+    if kind not in KINDS:
+        raise ValueError(f"unknown noise kind '{kind}' (expected {' or '.join(KINDS)})")
+    for name, s in pooled(step, list(params), 1 if kind == "table" else None):  # each sums its seeds in order
         params[name].add_(s.to(device=params[name].device, dtype=params[name].dtype))

@@ -16,9 +16,9 @@ class VLLMES(VLLMGenerator):
     last_fidelity = 0.0
 
     def __init__(self, model: str | Path, tokenizer, *, architecture: str, scope: str, start: Path | None = None,
-                 lora=None, **engine_kwargs):
+                 lora=None, noise: str = "table", **engine_kwargs):
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
-        spec = {"base": str(model), "architecture": architecture, "scope": scope,
+        spec = {"base": str(model), "architecture": architecture, "scope": scope, "noise": noise,
                 "start": None if start is None else str(start),
                 "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets)}}
         loaded = self.llm.collective_rpc("es_load", args=(spec,))[0]

@@ -24,7 +24,7 @@ class ESWorker(HyperESWorker):
 
             arch = get(spec["architecture"])
             shapes = tensor_shapes(spec["base"])
-            self.es_lora = None
+            self.es_lora, self.es_noise = None, spec.get("noise", "generator")
             if spec.get("lora"):
                 from hyper_es.es.lora import LoraShape
 
@@ -54,8 +54,8 @@ class ESWorker(HyperESWorker):
     @torch.no_grad()
     def es_set(self, seed: int | None, scale: float) -> dict[str, float]:
         """Install θ + scale·ε(seed), or θ itself (seed None), target by target; returns {noise_s, install_s}, where
-        noise_s is the time spent waiting for noise (generated ahead on threads). With LoRA factors, the weights are
-        W₀ + s·B'A' (their noise is counted in install_s)."""
+        noise_s is the time spent making the member's weights (the noise and its multiply-add; generated noise is
+        drawn ahead on threads). With LoRA factors, the weights are W₀ + s·B'A' (counted in install_s)."""
         from hyper_es.es.noise import perturbed, threads
 
         t0, noise_s = time.perf_counter(), 0.0
@@ -64,10 +64,10 @@ class ESWorker(HyperESWorker):
             from hyper_es.es.lora import installed
 
             member = None if seed is None else (seed, scale)
-            stream = ((hf, next(installed({hf: w}, self.es_theta, self.es_lora.scaling, member))[1]
+            stream = ((hf, next(installed({hf: w}, self.es_theta, self.es_lora.scaling, member, self.es_noise))[1]
                        if f"{hf}:A" in self.es_theta else w) for hf, w in order.items())
         else:
-            stream = iter(order.items()) if seed is None else perturbed(order, seed, scale)
+            stream = iter(order.items()) if seed is None else perturbed(order, seed, scale, self.es_noise)
         for target, parts in self.hx_targets.items():
             weights = {}
             for hf in parts.values():
@@ -83,6 +83,6 @@ class ESWorker(HyperESWorker):
         from hyper_es.es.update import apply_update
 
         t0 = time.perf_counter()
-        apply_update(self.es_theta, seeds, z, sigma, alpha, signs)
+        apply_update(self.es_theta, seeds, z, sigma, alpha, signs, kind=self.es_noise)
         timing = self.es_set(None, 0.0)
         return {**timing, "update_s": time.perf_counter() - t0 - timing["install_s"]}
