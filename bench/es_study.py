@@ -144,7 +144,7 @@ def summarize(args, cap: dict) -> dict:
         table.append({"row": row, "steps": r["optimizer_steps"], "tokens": r["train_tokens"] + r["search_tokens"],
                       **{m: r["mean"].get(m) for m in ("greedy", "pass@1", "pass@8")},
                       **{t: r["results"][t]["greedy"] for t in trained}})
-    for ref in ("base", best, "hyper-es"):  # greedy, on every test problem
+    for ref in dict.fromkeys(("base", "baseline", best, "hyper-es")):  # greedy, on every test problem
         pairs[ref] = {row: paired(runs, row, ref, trained, "greedy") for row in runs if row != ref}
     pairs["start"] = {row: paired(runs, row, START[row], trained, "greedy") for row in ARMS if row in runs}
     sampled = [r for r in runs if r != best]  # with Pass@k samples (not the best snapshot)
@@ -185,13 +185,14 @@ def markdown(s: dict) -> str:
     def num(v):
         return "—" if v is None else f"{v:.3f}"
 
-    best, refs = s["baseline_best"], ("base", s["baseline_best"], "hyper-es")
+    best = s["baseline_best"]
+    refs = tuple(dict.fromkeys(("base", "baseline", best, "hyper-es")))
     lines = [f"Budget: {s['budget_tokens']['tokens']:,} generated tokens (the Hyper-ES row: training + search). "
              "Greedy on the 1,000-problem tests of each trained task; differences in points, pooled over the trained "
              "tasks, paired bootstrap 95% CI.", "",
              f"| row | steps | tokens | {' | '.join(s['trained_tasks'])} | pass@1 | pass@8 "
-             f"| vs base | vs {best} | vs hyper-es | vs its start |",
-             "|:--|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|--:|--:|--:|--:|"]
+             + "".join(f"| vs {r} " for r in refs) + "| vs its start |",
+             "|:--|--:|--:|" + "--:|" * len(s["trained_tasks"]) + "--:|--:|" + "--:|" * (len(refs) + 1)]
     for r in s["rows"]:
         vs = [ci(s["paired_greedy"][ref][r["row"]]) if r["row"] in s["paired_greedy"].get(ref, {}) else "—"
               for ref in (*refs, "start")]
