@@ -46,15 +46,16 @@ def test_threaded_noise_is_bitwise_the_serial_noise():
     assert torch.equal(noise_into(torch.empty(5, 4), 3, "x"), noise(3, "x", (5, 4)))
     for n, w in perturbed(master, 9, 0.01):  # the table (default): the same fused multiply-add of table noise
         assert torch.equal(w, torch.add(master[n], noise(9, n, shapes[n], kind="table"), alpha=0.01))
-    one, many = ({n: w.clone() for n, w in master.items()} for _ in range(2))
     before = torch.get_num_threads()
-    try:
-        for params, n in ((one, 1), (many, 3)):
-            torch.set_num_threads(n)
-            apply_update(params, [1, 2, 3], [0.5, -1.0, 0.25], 0.1, 0.01)
-    finally:
-        torch.set_num_threads(before)
-    assert all(torch.equal(one[n], many[n]) for n in master)
+    for kind in ("generator", "table"):
+        one, many = ({n: w.clone() for n, w in master.items()} for _ in range(2))
+        try:
+            for params, n in ((one, 1), (many, 3)):
+                torch.set_num_threads(n)
+                apply_update(params, [1, 2, 3], [0.5, -1.0, 0.25], 0.1, 0.01, kind=kind)
+        finally:
+            torch.set_num_threads(before)
+        assert all(torch.equal(one[n], many[n]) for n in master)
 
 
 def test_table_noise_is_windows_of_the_shared_table():

@@ -49,14 +49,14 @@ def windows(seed: int, name: str, numel: int) -> list[tuple[int, int, int]]:
             for k, s in enumerate(range(0, numel, WINDOW))]
 
 
-def _check(kind: str) -> None:
+def check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"unknown noise kind '{kind}' (expected {' or '.join(KINDS)})")
 
 
 def noise(seed: int, name: str, shape, *, device="cpu", dtype=torch.float32, kind: str = "generator") -> torch.Tensor:
     """ε for tensor `name` of member `seed` (a new tensor): standard normal, bitwise the same in every process."""
-    _check(kind)
+    check_kind(kind)
     shape = tuple(shape)
     if kind == "table":
         table = noise_table(str(device))
@@ -79,7 +79,7 @@ def add_noise(out: torch.Tensor, w: torch.Tensor, seed: int, name: str, scale: f
         for s, n, o in windows(seed, name, w.numel()):
             torch.add(flat_w[s:s + n], table[o:o + n], alpha=scale, out=flat[s:s + n])
         return out
-    _check(kind)
+    check_kind(kind)
     eps = noise_into(out if out.device.type == "cpu" and out is not w else torch.empty(w.shape), seed, name)
     return torch.add(w, eps.to(w.device), alpha=scale, out=out)
 
@@ -116,7 +116,7 @@ def perturbed(master: Mapping[str, torch.Tensor], seed: int, scale: float, kind:
               workers: int | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, θ + scale·ε(seed, name)) for each fp32 tensor of `master`, each a new tensor made by one fused
     multiply-add. Generated noise is drawn ahead on `workers` threads; table noise needs none."""
-    _check(kind)
+    check_kind(kind)
 
     def member(name: str) -> torch.Tensor:
         w = master[name]

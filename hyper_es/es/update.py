@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from hyper_es.es.noise import KINDS, noise, noise_into, noise_table, pooled, windows
+from hyper_es.es.noise import check_kind, noise, noise_into, noise_table, pooled, windows
 
 
 def normalise(rewards: Sequence[float], kind: str = "zscore") -> np.ndarray:
@@ -60,13 +60,15 @@ def apply_update(params: Mapping[str, torch.Tensor], seeds: Sequence[int], z: Se
     for i, (seed, zi) in enumerate(zip(seeds, z)):
         sign = member_signs[i] if member_signs else 1
         coef[int(seed)] = coef.get(int(seed), 0.0) + float(alpha) / (n * float(sigma)) * float(zi) * sign
+    check_kind(kind)
+
     def step(name: str) -> torch.Tensor:
         out = torch.zeros(params[name].shape)
         if kind == "table":  # window by window, straight from the table
             table, flat = noise_table(), out.view(-1)
             for seed, c in coef.items():
-                for s, n, o in windows(seed, name, out.numel()) if c else ():
-                    flat[s:s + n].add_(table[o:o + n], alpha=c)
+                for start, length, offset in windows(seed, name, out.numel()) if c else ():
+                    flat[start:start + length].add_(table[offset:offset + length], alpha=c)
             return out
         eps = torch.empty(out.shape)
         for seed, c in coef.items():
@@ -74,7 +76,5 @@ def apply_update(params: Mapping[str, torch.Tensor], seeds: Sequence[int], z: Se
                 out.add_(noise_into(eps, seed, name), alpha=c)
         return out
 
-    if kind not in KINDS:
-        raise ValueError(f"unknown noise kind '{kind}' (expected {' or '.join(KINDS)})")
-    for name, s in pooled(step, list(params), 1 if kind == "table" else None):  # each sums its seeds in order
+    for name, s in pooled(step, list(params)):  # tensors side by side on torch's threads; each sums in order
         params[name].add_(s.to(device=params[name].device, dtype=params[name].dtype))
