@@ -255,6 +255,7 @@ def test_analyze_sparsity_on_the_run(tiny_run, tmp_path):
         assert got["tasks"]["chain_sum"] == pytest.approx(sum(greedy[:8]) / 8)
         assert got["correct"]["chain_sum"] == [int(v) for v in greedy[:8]]
     assert set(sp["rows"]["baseline"]["accuracy"]) == {"p=0", "p=1", "p=0.5", "p=0.05"}
+    assert sp["rows"]["hyper-es"]["accuracy"]["p=0"] == sp["rows"]["baseline"]["accuracy"]["p=0"]  # scored once
     assert sp["rows"]["baseline"]["layer_norms"] and (tmp_path / "sp" / "sparsity.png").stat().st_size > 0
     acc, cut = sp["rows"]["hyper-es"]["accuracy"], sp["rows"]["hyper-es"]["paired"]["p=0.5"]
     assert set(sp["rows"]["hyper-es"]["paired"]) == {"p=0.5", "p=0.05"} and cut["vs_full"]["n"] == 8

@@ -68,6 +68,7 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
     result = {"fractions": fractions, "tasks": [t.name for t in tasks], "limit": limit, "rows": {}}
     if done and all(done.get(k) == result[k] for k in ("fractions", "tasks", "limit")):  # resume: rows measured
         result["rows"] = {r: v for r, v in done.get("rows", {}).items() if r in rows and "paired" in v}
+    base_acc = next((v["accuracy"]["p=0"] for v in result["rows"].values()), None)  # the base, scored once
     for row in rows:
         if row in result["rows"]:
             continue
@@ -80,6 +81,9 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
         acc = {}
         try:
             for key in [None, *cut]:  # None: the base (p = 0)
+                if key is None and base_acc is not None:
+                    acc["p=0"] = base_acc
+                    continue
                 engine.set_genome(global_weights(ds, {n: float(n == key) for n in ds.names})[1])
                 scored = {t.name: evaluate_task(engine, tok, t, limit=limit) for t in tasks}
                 per = {t: r.pass_at[1] for t, r in scored.items()}
@@ -89,6 +93,7 @@ def sparsity(recipe, run_dir: Path, rows: list[str], fractions: list[float], *, 
                     "correct": {t: [int(x["scores"][0] >= 1.0) for x in r.records] for t, r in scored.items()}}
         finally:
             engine.close()
+        base_acc = acc["p=0"]
         full, zero = acc["p=1"]["mean"], acc["p=0"]["mean"]
         gain = full - zero
         result["rows"][row] = {
