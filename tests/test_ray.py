@@ -137,3 +137,25 @@ def test_a_killed_actor_is_replaced_and_the_result_is_unchanged(cluster, tmp_pat
         pool.close()
     assert [(s.reward, s.per_row) for s in got] == [(s.reward, s.per_row) for s in want]
     assert pool.replacements == 1 and any("replacing it" in r.message for r in caplog.records)
+
+
+def test_a_2_actor_pool_gives_the_recorded_values(cluster, tmp_path):
+    """The golden search and ES run (tests/golden) on a pool of 2 engine actors: the values the code before the
+    refactor recorded for one local engine, bitwise."""
+    import shutil
+
+    sys.path.insert(0, str(os.path.join(os.path.dirname(__file__), "golden")))
+    import record
+
+    from hyper_es.es.run import run_es
+    from hyper_es.search.run import search
+    from hyper_es.updates import row_update
+
+    want = json.loads(open(os.path.join(os.path.dirname(__file__), "golden", "golden.json")).read())
+    recipe = record.recipe(tmp_path, engines=2)
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "golden", "old_run", "directions"),
+                    tmp_path / "run" / "directions")
+    search(recipe, tmp_path / "run", backend="hf")
+    run_es(recipe, tmp_path / "run", backend="hf")
+    got = record.observed(recipe, tmp_path / "run", row_update)
+    assert {k: got[k] for k in want} == want

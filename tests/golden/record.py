@@ -1,0 +1,115 @@
+"""Record a tiny search and a tiny ES run (HF engine) as golden values: `python tests/golden/record.py OUT`.
+
+Run once with the code before the engine/fitness/loop refactor (df77084); the values in `golden.json` and the
+half-finished run folder in `old_run/` came from that code, and `tests/test_golden.py` checks today's code
+against them. Re-record only on purpose (a deliberate change of results), and say so in the commit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parent / "helpers"))
+
+SEARCH_KEYS = ("generation", "evals", "best", "mean", "median", "best_x", "sigma", "val", "tokens")
+ES_KEYS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha", "tokens", "mean", "best", "diversity")
+
+
+def recipe(folder: Path, **executor):
+    """The tiny dense recipe: 2 one-step directions, a 3-generation search, a 3-iteration ES run; no guard, so the
+    searched genome and θ_T are what the run keeps (the exact reward is 0 on validation for a random model)."""
+    import yaml
+
+    import hyper_es as hx
+    from test_directions import write_recipe
+
+    path = write_recipe(folder, directions=2, steps=1)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    data["search"] = {"popsize": 4, "max_generations": 3, "minibatch": 4, "val_size": 8, "rescore_top": 1,
+                      "sigma0": 0.5, "reward": "dense_reward:length_fraction", "fitness_set": "fixed",
+                      "scale_scan": None, "x0": "uniform", "guard": False}
+    data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
+    data["merge"] = {"layer_group_size": 2}
+    if executor:
+        data["executor"] = {"kind": "ray", **executor}
+    return hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+
+
+def digest(tensors: dict) -> str:
+    """sha256 over the tensors' names and fp32 bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def observed(recipe_obj, run: Path, row_update) -> dict:
+    """What the golden test compares: the logs' fields, the result rows, and digests of the final updates
+    (`row_update(run_dir, row, recipe)`: a row's ΔW, wherever today's code keeps it)."""
+    search = lines(run / "search" / "generations.jsonl")
+    es = lines(run / "es" / "history.jsonl")
+    result = json.loads((run / "search" / "result.json").read_text())
+    es_result = json.loads((run / "es" / "result.json").read_text())
+    return {"search": [{k: g[k] for k in SEARCH_KEYS} for g in search],
+            "rows": result["rows"], "guard": result["guard"],
+            "best": json.loads((run / "search" / "best.json").read_text()),
+            "es": [{k: h[k] for k in ES_KEYS} for h in es],
+            "es_result": {k: es_result[k] for k in ("iterations", "kept_iterations", "guard", "val", "tokens")},
+            "search_update": digest(row_update(run, "hyper-es", recipe_obj)),
+            "es_update": digest(row_update(run, "es", recipe_obj))}
+
+
+def main(out: Path) -> None:
+    from hyper_es.directions.collect import collect
+    from hyper_es.es.run import run_es
+    from hyper_es.search.run import search
+
+    work = out / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    r = recipe(work)
+    run = work / "run"
+    collect(r, run)
+    # The half-finished folder: directions, one search generation, one ES iteration (what a kill leaves).
+    partial = work / "partial"
+    partial.mkdir()
+    rp = recipe(partial)
+    shutil.copytree(run / "directions", partial / "run" / "directions")
+    shutil.copy(run / "recipe.yaml", partial / "run" / "recipe.yaml")
+    data = rp.model_dump(mode="json")
+    data["search"]["max_generations"] = 1  # the checkpoint does not record the budget: a resume goes on
+    import hyper_es as hx
+
+    short = hx.recipe.recipe_from_dict(data, partial / "recipe.yaml")
+    search(short, partial / "run", backend="hf")
+    run_es(rp, partial / "run", backend="hf")
+    hist = partial / "run" / "es" / "history.jsonl"
+    hist.write_text(hist.read_text().splitlines()[0] + "\n")  # ES killed after its first iteration
+    for f in ("search/result.json", "search/best.json", "es/result.json", "es/final.json"):
+        (partial / "run" / f).unlink()  # as if killed before the stage finished
+    search(r, run, backend="hf")
+    run_es(r, run, backend="hf")
+    from hyper_es.updates import row_update
+
+    golden = observed(r, run, row_update)
+    (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
+    old = out / "old_run"
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.copytree(partial / "run", old, ignore=shutil.ignore_patterns("engine", "tensorboard", ".work-*"))
+    shutil.rmtree(work)
+    print(json.dumps({k: v for k, v in golden.items() if k.endswith("update")}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
