@@ -23,7 +23,10 @@ $(STAMP): pyproject.toml constraints-cpu.txt Makefile
 	$(PY) -c "import torch, transformers, vllm, hyper_es; print('installed: torch', torch.__version__, 'vllm', vllm.__version__)"
 	touch $(STAMP)
 
+# The layering contract (pyproject.toml [tool.importlinter]) and ruff first: seconds, and they fail fast.
 test: install
+	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/ruff check hyper_es bench tests scripts
 	$(PY) -m pytest -q --timeout=900
 
 test-fast: install

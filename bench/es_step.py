@@ -36,7 +36,8 @@ def _prompts(recipe, tok, n: int):
 
 
 def split(args, noise: str = "table") -> dict:
-    from hyper_es.es.engine import Member, es_engine
+    from hyper_es.engine import es_engine
+    from hyper_es.es.member import Member
     from hyper_es.es.noise import member_seeds
     from hyper_es.es.update import normalise
     from hyper_es.recipe import load_recipe
@@ -70,7 +71,7 @@ def split(args, noise: str = "table") -> dict:
         restore_s = time.perf_counter() - t4
     finally:
         engine.close()
-    return {"noise": noise, "scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": engine.es_tensors,
+    return {"noise": noise, "scope": args.scope, "population": args.population, "prompts": args.prompts, "tensors": len(engine.names),
             "noise_threads": update_timing.get("noise_threads"), "iteration_s": total, **parts, "update_detail": update_timing, "restore_once_s": restore_s,
             "overhead_fraction": (total - parts["generate_s"]) / total,
             "perturb_restore_fraction": (parts["noise_s"] + parts["perturb_install_s"]

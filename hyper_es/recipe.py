@@ -9,7 +9,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from hyper_es.errors import RecipeError
-from hyper_es.merging.methods import METHODS
+
+# The merge registry (here, torch-free, so the schema can list it; merging reads it): method -> (sparsification,
+# sign consensus).
+METHODS: dict[str, tuple[str | None, bool]] = {
+    "dare_ties": ("dare", True),
+    "ties": ("magnitude", True),
+    "task_arithmetic": (None, False),
+    "dare_linear": ("dare", False),
+}
 
 PosInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]

@@ -234,7 +234,8 @@ def test_vllm_inplace_gpt2_equals_fresh_engine(gpt2_path, tmp_path):
     from transformers import AutoTokenizer
 
     from hyper_es.engine import Sampling, make_generator
-    from hyper_es.engine.vllm_inplace import VLLMInPlace
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.engine.vllm_resident import VLLMResident
     from hyper_es.export import export_hf
     from hyper_es.tasks import get_task
 
@@ -249,7 +250,7 @@ def test_vllm_inplace_gpt2_equals_fresh_engine(gpt2_path, tmp_path):
     task = get_task("countdown")
     prompts, s = task.prompt_ids(tok, task.rows("test")[:8]), Sampling(max_tokens=12)
     x = np.random.default_rng(0).uniform(-1, 2, genome.size)
-    engine = VLLMInPlace(gpt2_path, tok, ds, genome, settings, tmp_path / "work", dtype="float32", max_model_len=512)
+    engine = VLLMResident(gpt2_path, tok, MergeWeights(ds, genome, settings), tmp_path / "work", dtype="float32", max_model_len=512)
     try:
         base_out = engine.generate(prompts, s)
         engine.set_genome(x)

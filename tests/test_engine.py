@@ -56,7 +56,7 @@ def test_worker_refusal_comes_back_as_one_error(tiny_path, tmp_path):
     (tmp_path / "genome.json").write_text(genome.to_json())
     worker = HyperESWorker()
     worker.model_runner = SimpleNamespace(model=models.load(str(tiny_path))[0])
-    spec = {"set_dir": str(ds.save(tmp_path / "set")), "genome": str(tmp_path / "genome.json"),
+    spec = {"weights": "merge", "set_dir": str(ds.save(tmp_path / "set")), "genome": str(tmp_path / "genome.json"),
             "settings": MergeSettings().__dict__, "base": str(tiny_path)}
     out = worker.hx_load(spec)
     assert set(out) == {"error"} and "qkv_proj" in out["error"] and "\n" not in out["error"]

@@ -8,9 +8,13 @@ import torch
 
 import hyper_es as hx
 from hyper_es import models
-from hyper_es.es.engine import HFES, Member, es_tensors
+from hyper_es.engine.hf_resident import HFResident
+from hyper_es.engine.sources import ESSource
+from hyper_es.es.member import Member
+from hyper_es.es.scope import es_tensors
 from hyper_es.es.noise import noise
-from hyper_es.es.run import HISTORY, es_search
+from hyper_es.es.history import HISTORY
+from hyper_es.search.es_run import es_search
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +45,7 @@ def _finished_run(tmp_path, *, limit: int, **es):
 def _engine(recipe, scope="all_linear"):
     model, tok = models.load(recipe.model.name, dtype="float32")
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    return HFES(model, tok, es_tensors(shapes, scope, r"\.layers\.(\d+)\."), max_model_len=recipe.model.max_model_len), tok
+    return HFResident(model, tok, ESSource(es_tensors(shapes, scope, r"\.layers\.(\d+)\.")), max_model_len=recipe.model.max_model_len), tok
 
 
 def test_member_then_restore_is_exact_and_uses_per_tensor_noise(tmp_path):
@@ -50,7 +54,7 @@ def test_member_then_restore_is_exact_and_uses_per_tensor_noise(tmp_path):
     name = next(iter(engine.params))
     before = {n: p.detach().clone() for n, p in engine.params.items()}
     engine.set_genome(Member(5, 0.1))
-    eps = noise(5, name, before[name].shape, kind=engine.noise)  # the engine's kind (the table by default)
+    eps = noise(5, name, before[name].shape, kind=engine.source.noise)  # the engine's kind (the table by default)
     assert torch.equal(engine.params[name], torch.add(before[name], eps, alpha=0.1))
     engine.set_genome(None)
     assert all(torch.equal(engine.params[n], before[n]) for n in before)
@@ -77,8 +81,8 @@ def test_es_resume_by_replay_ends_identical(tmp_path):
 
 
 def test_population_diversity_counts_distinct_answers_and_any_member_solves():
-    from hyper_es.es.run import diversity
-    from hyper_es.search.run import Score
+    from hyper_es.search.es_run import diversity
+    from hyper_es.fitness import Score
 
     scores = [Score(0.5, per_row=[1.0, 0.0], answers=["3", None]), Score(0.0, per_row=[0.0, 0.0], answers=["4", None]),
               Score(0.5, per_row=[1.0, 0.0], answers=["3", "7"])]
@@ -115,10 +119,10 @@ def test_lora_scope_member_update_and_replay(tmp_path):
     names = es_tensors(shapes, "lora", r"\.layers\.(\d+)\.", shape)
     assert names and all(n.split(".")[-2] in LORA["targets"] for n in names)
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
-    engine = HFES(model, tok, names, lora=shape)
+    engine = HFResident(model, tok, ESSource(names, lora=shape))
     assert all(torch.equal(engine.params[n], base[n]) for n in names)
     w = names[0]
-    a, b = engine.theta[f"{w}:A"], engine.theta[f"{w}:B"]
+    a, b = engine.source.theta[f"{w}:A"], engine.source.theta[f"{w}:B"]
     engine.set_genome(Member(7, 0.1))
     want = base[w] + shape.scaling * ((b + 0.1 * noise(7, f"{w}:B", b.shape, kind="table"))
                                       @ (a + 0.1 * noise(7, f"{w}:A", a.shape, kind="table")))
@@ -130,7 +134,7 @@ def test_lora_scope_member_update_and_replay(tmp_path):
     from hyper_es.es.update import apply_update
 
     apply_update(factors, [7, 9], [1.0, -1.0], 0.1, 0.05, [1, 1], kind="table")
-    assert all(torch.equal(engine.theta[k], v) for k, v in factors.items()) and engine.theta[f"{w}:B"].abs().sum() > 0
+    assert all(torch.equal(engine.source.theta[k], v) for k, v in factors.items()) and engine.source.theta[f"{w}:B"].abs().sum() > 0
     es = tmp_path / "run" / "es"
     es.mkdir(parents=True)
     (es / "config.json").write_text(json.dumps({"es": {"population": 2, "scope": "lora", "noise": "table"}, "lora": {**LORA}}))
@@ -154,7 +158,8 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hyper_es.engine import Sampling
-    from hyper_es.es.vllm_engine import VLLMES
+    from hyper_es.engine.sources import ESWeights
+    from hyper_es.engine.vllm_resident import VLLMResident
     from hyper_es.tasks import get_task
 
     tok = AutoTokenizer.from_pretrained(tiny_path)
@@ -164,7 +169,7 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
     from hyper_es.es.lora import LoraShape
 
     lora = LoraShape(**LORA) if scope == "lora" else None
-    engine = VLLMES(tiny_path, tok, architecture="llama", scope=scope, lora=lora, dtype="float32", max_model_len=512)
+    engine = VLLMResident(tiny_path, tok, ESWeights(Path(tiny_path), "llama", scope, lora), dtype="float32", max_model_len=512)
     try:
         base_out = engine.generate(prompts, s)
         engine.set_genome(Member(3, 0.5))
@@ -173,7 +178,7 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
         assert engine.generate(prompts, s) == base_out
         engine.update([3], [1.0], 0.5, 0.25, [1])  # θ ← θ + α/(Nσ)·ε(3) = θ + 0.5·ε(3): the member, as the new θ
         assert engine.generate(prompts, s) == got
-        names = engine.es_names
+        names = engine.names
     finally:
         engine.close()
     if scope == "all_linear":  # sequencing: an engine whose θ_0 is base + that same update (es.start)
@@ -181,15 +186,14 @@ def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tm
 
         shapes = {n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_pretrained(tiny_path).named_parameters()}
         save_file({n: 0.5 * noise(3, n, shapes[n], kind="table") for n in names}, str(tmp_path / "start.safetensors"))
-        started = VLLMES(tiny_path, tok, architecture="llama", scope=scope, start=tmp_path / "start.safetensors",
-                         dtype="float32", max_model_len=512)
+        started = VLLMResident(tiny_path, tok, ESWeights(Path(tiny_path), "llama", scope, start_file=tmp_path / "start.safetensors"), dtype="float32", max_model_len=512)
         try:
             assert started.generate(prompts, s) == got
         finally:
             started.close()
     model, _ = models.load(str(tiny_path), dtype="float32")
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    HFES(model, tok, es_tensors(shapes, scope, r"\.layers\.(\d+)\.", lora), lora=lora).set_genome(Member(3, 0.5))
+    HFResident(model, tok, ESSource(es_tensors(shapes, scope, r"\.layers\.(\d+)\.", lora), lora=lora)).set_genome(Member(3, 0.5))
     assert _fresh_vllm_generates(model, tok, tmp_path / "m", prompts, s) == got != base_out
 
 
@@ -274,16 +278,16 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
 def test_grpo_then_es_starts_from_the_baseline(tmp_path):
     """es.start: baseline (GRPO→ES): θ_0 is base + the baseline's update; the `baseline+es` row's update is that
     plus ES's, and it is charged the baseline's steps."""
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.evaluate.final import evaluate_run
     from hyper_es.report import run_report
-    from hyper_es.updates import row_update
+    from hyper_es.rows import row_update
 
     recipe = _finished_run(tmp_path, limit=4, population=2, iterations=1, start="baseline")
     base = {n: p.detach().clone() for n, p in models.load(recipe.model.name, dtype="float32")[0].named_parameters()}
     result = run_es(recipe, tmp_path / "run", backend="hf")
     start = row_update(tmp_path / "run", "baseline", recipe)
-    from hyper_es.es.engine import es_engine
+    from hyper_es.engine import es_engine
 
     engine, _ = es_engine(recipe, "hf", tmp_path / "run" / "es" / "start.safetensors")
     for n, d in start.items():
@@ -299,11 +303,11 @@ def test_grpo_then_es_starts_from_the_baseline(tmp_path):
 def test_method_es_run_then_grpo(tmp_path):
     """`method: es` in `hyper-es run`: the baseline, ES from it (GRPO→ES), then GRPO-LoRA on ES's weights (es.then:
     grpo); rows base, baseline, baseline+es, baseline+es+grpo, with steps and tokens of each stage, no search."""
-    from hyper_es.directions.collect import add_update
+    from hyper_es.directions.train import add_update
     from hyper_es.es.delta import es_delta
-    from hyper_es.es.sequence import JOB, grpo_folder
+    from hyper_es.es.history import GRPO_JOB as JOB, grpo_folder
     from hyper_es.pipeline import run
-    from hyper_es.updates import row_update
+    from hyper_es.rows import row_update
 
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=1, directions=2, baseline_snapshot_every=0)

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 import hyper_es as hx
 from hyper_es.engine.fidelity import WARN_ABOVE, estimates, fidelity
-from hyper_es.engine.hf_inplace import HFInPlace
+from hyper_es.engine.hf_resident import HFResident
+from hyper_es.engine.sources import MergeSource
 from hyper_es.merging import MergePlan, MergeSettings, genome_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,24 +55,24 @@ def _small_set(tiny_path, sd, scale: float):
 def test_hf_inplace_reports_fidelity_and_the_scorer_warns_once(tiny_path, caplog):
     from hyper_es import models
     from hyper_es.recipe import TaskConfig
-    from hyper_es.search.run import Scorer
+    from hyper_es.fitness import Scorer
     from hyper_es.tasks import Task
 
     model, tok = models.load(str(tiny_path), dtype="float32")
     ds = _small_set(tiny_path, model.state_dict(), 1e-4)  # the tiny model's weights have RMS ~0.02
     genome = genome_for(ds)
     x = genome.uniform(0.5)
-    fp32 = HFInPlace(model, tok, MergePlan(ds, genome, MergeSettings()))
+    fp32 = HFResident(model, tok, MergeSource(MergePlan(ds, genome, MergeSettings())))
     assert fp32.last_fidelity == 0.0
     fp32.set_genome(x)
     assert fp32.last_fidelity == 0.0
     model16, _ = models.load(str(tiny_path), dtype="bfloat16")
-    bf16 = HFInPlace(model16, tok, MergePlan(ds, genome, MergeSettings()))
+    bf16 = HFResident(model16, tok, MergeSource(MergePlan(ds, genome, MergeSettings())))
     bf16.set_genome(x)
     assert bf16.last_fidelity > WARN_ABOVE
     # the engine's number is the estimate on its own base (the bf16 weights, upcast), on the tensors it wrote
     plan = MergePlan(ds, genome, MergeSettings())
-    want = estimates(((bf16.master[t], d) for t, d in plan.deltas(x)), ["bfloat16"])["bfloat16"]
+    want = estimates(((bf16.source.master[t], d) for t, d in plan.deltas(x)), ["bfloat16"])["bfloat16"]
     assert bf16.last_fidelity == pytest.approx(want, rel=1e-6)
     bf16.set_genome(genome.uniform(0.0))
     assert bf16.last_fidelity == 0.0
@@ -183,7 +184,7 @@ def test_real_smollm2_direction_is_exact_in_fp32_and_rounded_in_bf16(smollm2_run
     got = {}
     for dtype in ("float32", "bfloat16"):
         model, tok = models.load(str(ds.base_path), dtype=dtype)
-        engine = HFInPlace(model, tok, plan)
+        engine = HFResident(model, tok, MergeSource(plan))
         engine.set_genome(x)
         got[dtype] = engine.last_fidelity
         del engine, model

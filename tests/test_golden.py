@@ -17,7 +17,7 @@ WANT = json.loads((GOLDEN / "golden.json").read_text())
 
 
 def _row_update():
-    from hyper_es.updates import row_update
+    from hyper_es.rows import row_update
 
     return row_update
 
@@ -30,7 +30,7 @@ def _check(recipe, run):
 
 def test_search_and_es_give_the_recorded_values(tmp_path):
     from hyper_es.directions.collect import collect
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
 
     recipe = record.recipe(tmp_path)
@@ -41,7 +41,7 @@ def test_search_and_es_give_the_recorded_values(tmp_path):
 
 
 def test_a_run_folder_of_the_old_code_resumes_to_the_recorded_values(tmp_path):
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
 
     recipe = record.recipe(tmp_path)

@@ -80,7 +80,8 @@ def test_search_and_es_on_a_2_actor_pool_match_one_engine(cluster, tmp_path):
     (fitness, CMA-ES path, ES rewards and z, validation) as one local engine; the log carries per-actor counts."""
     import shutil
 
-    from hyper_es.es.run import HISTORY, run_es
+    from hyper_es.es.history import HISTORY
+    from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
 
     (tmp_path / "a").mkdir()
@@ -108,9 +109,10 @@ def test_a_killed_actor_is_replaced_and_the_result_is_unchanged(cluster, tmp_pat
     import threading
     import time
 
-    from hyper_es.distributed.pool import EnginePool
-    from hyper_es.es.engine import Member, es_engine
-    from hyper_es.search.run import Scorer, fitness_splits
+    from hyper_es.fitness.pool import EnginePool
+    from hyper_es.engine import es_engine
+    from hyper_es.es.member import Member
+    from hyper_es.fitness import Scorer, fitness_splits
 
     recipe = _search_recipe(tmp_path, engines=2)
     tasks, fit_pool, _ = fitness_splits(recipe)
@@ -121,7 +123,7 @@ def test_a_killed_actor_is_replaced_and_the_result_is_unchanged(cluster, tmp_pat
     engine, tok = es_engine(recipe, "hf")
     engine.update(*update)
     want = Scorer(engine, tok, tasks).score_many(members, rows, **kw)
-    pool = EnginePool(recipe, "es", backend="hf")
+    pool = EnginePool(recipe, es_engine, backend="hf")
     try:
         pool.update(*update)
         out = {}
@@ -147,9 +149,9 @@ def test_a_2_actor_pool_gives_the_recorded_values(cluster, tmp_path):
     sys.path.insert(0, str(os.path.join(os.path.dirname(__file__), "golden")))
     import record
 
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
-    from hyper_es.updates import row_update
+    from hyper_es.rows import row_update
 
     want = json.loads(open(os.path.join(os.path.dirname(__file__), "golden", "golden.json")).read())
     recipe = record.recipe(tmp_path, engines=2)

@@ -18,7 +18,7 @@ GPU = {  # recipe → (layers of the backbone, from its config.json on the hub)
 
 
 def test_the_expected_recipes_ship():
-    assert {p.stem for p in RECIPES} == {*GPU, "smollm2-135m", "tiny"}
+    assert {p.stem for p in RECIPES} == {*GPU, "smollm2-135m", "smollm2-135m-es", "tiny"}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
@@ -49,3 +49,16 @@ def test_gpu_recipe_settings(name):
     if recipe.search.samples > 1:
         assert recipe.search.temperature > 0
     assert {t.name for t in recipe.tasks} & {"gsm8k", "math"}
+
+
+def test_the_es_recipe_passes_hyper_es_check():
+    """`hyper-es check` on the full-parameter ES recipe: schema, the real SmolLM2 model, the tasks' data."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "recipes" / "smollm2-135m-es.yaml"
+    res = subprocess.run([sys.executable, "-m", "hyper_es", "check", str(path)], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "method: es" in res.stdout and "population: 16" in res.stdout
+    assert hx.load_recipe(path).method == "es"

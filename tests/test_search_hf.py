@@ -7,7 +7,8 @@ import hyper_es as hx
 from hyper_es.evaluate import Sampling
 from hyper_es.engine.hf import HFGenerator
 from hyper_es.merging import MergePlan, MergeSettings, genome_for
-from hyper_es.engine.hf_inplace import HFInPlace
+from hyper_es.engine.hf_resident import HFResident
+from hyper_es.engine.sources import MergeSource
 from hyper_es.tasks import get_task
 
 
@@ -22,7 +23,7 @@ def test_inplace_matches_fresh_merged_model_and_restores(tiny_path):
                                                          for t in linear} for n in ("a", "b")})
     genome = genome_for(ds, layer_group_size=2)
     plan = MergePlan(ds, genome, MergeSettings(density=0.6, seed=1))
-    inplace = HFInPlace(model, tok, plan)
+    inplace = HFResident(model, tok, MergeSource(plan))
     task = get_task("chain_sum")
     prompts = task.prompt_ids(tok, task.rows("test")[:6])
     s = Sampling(max_tokens=10)
@@ -43,7 +44,7 @@ def test_scorer_sampled_fitness_scores_every_sample(tiny_path):
     """search.samples > 1: each prompt gets n completions at the temperature, and the fitness averages them all."""
     from hyper_es import models
     from hyper_es.recipe import TaskConfig
-    from hyper_es.search.run import Scorer
+    from hyper_es.fitness import Scorer
     from hyper_es.tasks import Task
 
     model, tok = models.load(str(tiny_path))
@@ -55,7 +56,7 @@ def test_scorer_sampled_fitness_scores_every_sample(tiny_path):
                            reward="dense_reward:digit_fraction"))
     rows = {task.name: task.rows("test")[:4]}
     calls = []
-    engine = HFInPlace(model, tok, MergePlan(ds, genome), batch_size=4)
+    engine = HFResident(model, tok, MergeSource(MergePlan(ds, genome)), batch_size=4)
     real = engine.generate_groups
     engine.generate_groups = lambda groups: calls.append([s for _, s in groups]) or real(groups)
     scorer = Scorer(engine, tok, [task])

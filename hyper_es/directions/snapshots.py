@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from hyper_es.directions.jobs import BASELINE, plan_directions
+from hyper_es.directions.jobs import BASELINE, SNAPSHOTS, plan_directions
 from hyper_es.directions.manifest import MANIFEST, read_manifest
 from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from hyper_es.errors import DataError
@@ -27,8 +27,6 @@ logger = logging.getLogger(__name__)
 
 
 def _adapter_at(baseline: Path, step: int, final_step: int) -> Path:
-    from hyper_es.directions.collect import SNAPSHOTS
-
     folder = baseline if step == final_step else baseline / SNAPSHOTS / f"step-{step}"
     if not (folder / ADAPTER_WEIGHTS).is_file():
         raise DataError(f"{folder}: no adapter for step {step}; delete {baseline} to retrain the baseline with "

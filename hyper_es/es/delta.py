@@ -18,8 +18,8 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
     top of the start row's update when ES was sequenced (RUN/es/start.safetensors)."""
     from hyper_es import architectures
     from hyper_es.directions.sources import tensor_shapes
-    from hyper_es.es.engine import es_tensors
-    from hyper_es.es.run import HISTORY, START, read_history
+    from hyper_es.es.history import HISTORY, START, read_history
+    from hyper_es.es.scope import es_tensors
     from hyper_es.es.update import apply_update
 
     out = Path(run_dir) / "es"

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from hyper_es.directions import DirectionSet
-from hyper_es.directions.collect import SNAPSHOTS
+from hyper_es.directions.jobs import SNAPSHOTS
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import evaluate_task
@@ -77,7 +77,8 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
     if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
         from hyper_es.directions.sources import Dense, Direction
         from hyper_es.es.delta import es_delta
-        from hyper_es.es.sequence import es_grpo_delta, grpo_folder
+        from hyper_es.es.history import grpo_folder
+        from hyper_es.rows import es_grpo_delta
 
         dense = {"es": es_delta(run_dir, ds.base_path)[0]}
         if read_manifest(grpo_folder(run_dir)) is not None:  # ES → GRPO-LoRA

@@ -6,11 +6,13 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
-from hyper_es.engine.base import Generator, Sampling, truncate_at_stop
 from hyper_es import rewards
+from hyper_es.engine.base import Generator
+from hyper_es.sampling import Sampling
 from hyper_es.errors import ConfigError
 from hyper_es.evaluate.passk import mean_pass_at_k
 from hyper_es.tasks import Task
+from hyper_es.tasks.scoring import reward_errors, score_completions
 
 logger = logging.getLogger(__name__)
 
@@ -35,21 +37,6 @@ class TaskResult:
         d = asdict(self)
         d.pop("records")
         return d
-
-
-def reward_errors(before: dict[str, int]) -> int:
-    """Reward calls that raised (and scored 0) since the `rewards.failures()` snapshot `before`."""
-    return sum(rewards.failures().values()) - sum(before.values())
-
-
-def score_completions(tokenizer, task: Task, row: dict, outs: list[list[int]], stop: tuple[str, ...],
-                      reward=None) -> tuple[list[str], list[float]]:
-    """Decode one problem's completions, cut them at the stop strings, and score them with the task's reward (or
-    `reward`, a callable, in its place)."""
-    texts = [truncate_at_stop(tokenizer.decode(ids, skip_special_tokens=True), stop) for ids in outs]
-    if reward is None:
-        return texts, [task.score(t, row) for t in texts]
-    return texts, [float(reward(t, task.reference(row))) for t in texts]
 
 
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,

@@ -1,8 +1,5 @@
-"""The merge registry (torch-free, so the recipe schema can list it): method -> (sparsification, sign consensus)."""
+"""The merge registry: method -> (sparsification, sign consensus); defined beside the recipe schema."""
 
-METHODS: dict[str, tuple[str | None, bool]] = {
-    "dare_ties": ("dare", True),
-    "ties": ("magnitude", True),
-    "task_arithmetic": (None, False),
-    "dare_linear": ("dare", False),
-}
+from hyper_es.recipe import METHODS
+
+__all__ = ["METHODS"]

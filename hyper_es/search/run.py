@@ -12,131 +12,23 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import random
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from hyper_es.directions import DirectionSet
 from hyper_es.engine import inplace_engine
-from hyper_es.engine.fidelity import WARN_ABOVE
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
-from hyper_es.evaluate.runner import reward_errors, score_completions
-from hyper_es.rewards.extract import final_answer
+from hyper_es.fitness import Score, Scorer, fitness_rows, fitness_splits
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
-from hyper_es.tasks import Task
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class Score:
-    reward: float
-    tokens: int = 0
-    timing: dict = field(default_factory=dict)
-    reward_errors: int = 0  # reward calls that raised and scored 0
-    per_row: list[float] = field(default_factory=list)  # mean reward per problem, in row order (paired comparisons)
-    fidelity: float = 0.0  # ‖installed − intended‖ / ‖intended‖ of the update the engine served (engine/fidelity.py)
-    answers: list[str | None] = field(default_factory=list)  # first completion's final answer per problem (diversity)
-
-
-class Scorer:
-    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks.
-
-    A candidate's prompts of every task go to the engine in one call (vLLM batches them together). The reward
-    is the task-weighted mean over prompts and samples."""
-
-    def __init__(self, engine, tokenizer, tasks: list[Task]):
-        self.engine, self.tok, self.tasks = engine, tokenizer, tasks
-        self._ids: dict[tuple[str, str], list[int]] = {}
-        self._fidelity_warned = False
-
-    def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
-        missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
-        max_len = getattr(self.engine, "max_model_len", None)  # over-long prompts are refused (or cut)
-        for r, ids in zip(missing, task.prompt_ids(self.tok, missing, max_len) if missing else []):
-            self._ids[(task.name, r["id"])] = ids
-        return [self._ids[(task.name, r["id"])] for r in rows]
-
-    def prepare(self, *splits: dict[str, list[dict]]) -> None:
-        """Tokenise (and length-check) every row up front: an over-long prompt fails now, not generations later."""
-        for rows in splits:
-            for task in self.tasks:
-                if rows.get(task.name):
-                    self._prompt_ids(task, rows[task.name])
-
-    def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
-              seed: int = 0, reward=None, answers: bool = False) -> Score:
-        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward). With
-        `answers`, each problem's first final answer is kept too (ES's population diversity)."""
-        t0, failed = time.perf_counter(), rewards.failures()
-        self.engine.set_genome(x)
-        fidelity = float(getattr(self.engine, "last_fidelity", 0.0))
-        if fidelity > WARN_ABOVE and not self._fidelity_warned:
-            self._fidelity_warned = True
-            logger.warning("the installed update differs from the intended one by %.0f%%: bf16 rounds the merge "
-                           "away; set eval.dtype: float32 (logged once; fidelity_max per generation)",
-                           100 * fidelity)
-        t1 = time.perf_counter()
-        tasks = [t for t in self.tasks if rows.get(t.name)]
-        samplings = [t.sampling(n=samples, temperature=temperature, seed=seed) for t in tasks]
-        outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
-                                            for t, sp in zip(tasks, samplings)])
-        t2 = time.perf_counter()
-        total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
-        for task, sampling, task_outs in zip(tasks, samplings, outs):
-            scored = []
-            for row, completions in zip(rows[task.name], task_outs, strict=True):
-                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
-                scored += row_scores
-                per_row.append(float(np.mean(row_scores)))
-                if answers:
-                    finals.append(final_answer(texts[0]) if texts else None)
-                tokens += sum(map(len, completions))
-            total += task.cfg.weight * float(np.mean(scored))
-            weight += task.cfg.weight
-        timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
-        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity,
-                     answers=finals)
-
-
-    def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, **kw) -> list[Score]:
-        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors)."""
-        out = []
-        for x in xs:
-            out.append(self.score(x, rows, **kw))
-            if on_done:
-                on_done()
-        return out
-
-
-def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], dict[str, list[dict]]]:
-    """The searched tasks (search.tasks, else those with a val split), their fitness pool (train rows; tasks without
-    a train split are searched on validation rows) and their first val_size validation rows."""
-    s = recipe.search
-    names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
-    tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
-    train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
-    val = {t.name: t.rows("val")[: s.val_size] for t in tasks}
-    return tasks, train or val, val
-
-
-def fitness_rows(pool: dict[str, list[dict]], s, generation: int) -> dict[str, list[dict]]:
-    """The generation's minibatch per task: one fixed draw (`fitness_set: fixed`) or one per generation."""
-    draw = 0 if s.fitness_set == "fixed" else generation
-    return {n: _draw(r, s.minibatch, s.seed * 100_003 + draw) for n, r in pool.items()}
-
-
-def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
-    return random.Random(seed).sample(rows, min(n, len(rows)))
 
 
 def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:
@@ -164,9 +56,11 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
 
     stack = contextlib.ExitStack()
     if recipe.executor.kind == "ray":  # a pool of resident engines, one per actor (the stack closes it)
-        from hyper_es.distributed.pool import engine_pool
+        from hyper_es.fitness.pool import engine_pool
 
-        engine = scorer = engine_pool(stack, recipe, "inplace", run_dir=str(run_dir), backend=backend,
+        from hyper_es.engine import run_engine
+
+        engine = scorer = engine_pool(stack, recipe, run_engine, run_dir=str(run_dir), backend=backend,
                                       workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
     else:
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,

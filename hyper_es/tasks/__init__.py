@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hyper_es import rewards
-from hyper_es.engine.base import Sampling
+from hyper_es.sampling import Sampling
 from hyper_es.errors import DataError
 from hyper_es.recipe import Recipe, TaskConfig
 from hyper_es.tasks import prompts

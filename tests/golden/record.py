@@ -72,7 +72,7 @@ def observed(recipe_obj, run: Path, row_update) -> dict:
 
 def main(out: Path) -> None:
     from hyper_es.directions.collect import collect
-    from hyper_es.es.run import run_es
+    from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
 
     work = out / "work"
@@ -100,7 +100,7 @@ def main(out: Path) -> None:
         (partial / "run" / f).unlink()  # as if killed before the stage finished
     search(r, run, backend="hf")
     run_es(r, run, backend="hf")
-    from hyper_es.updates import row_update
+    from hyper_es.rows import row_update
 
     golden = observed(r, run, row_update)
     (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")

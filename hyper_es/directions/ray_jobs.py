@@ -11,7 +11,7 @@ logger = logging.getLogger(__name__)
 
 
 def _train(data: dict, path: str, job, run_dir: str, base_hash: str) -> str:
-    from hyper_es.directions.collect import run_job
+    from hyper_es.directions.train import run_job
     from hyper_es.recipe import recipe_from_dict
 
     recipe = recipe_from_dict(data, path)

@@ -17,14 +17,11 @@ def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]
 
     run_dir = Path(run_dir)
     if row == "es" or row.endswith("+es"):  # ES (after its start, when sequenced)
-        from hyper_es.es.delta import es_delta
-
         from hyper_es import models
+        from hyper_es.es.delta import es_delta
 
         return es_delta(run_dir, models.resolve(recipe.model.name, revision=recipe.model.revision))[0]
     if row.endswith("es+grpo"):  # ES → GRPO-LoRA
-        from hyper_es.es.sequence import es_grpo_delta
-
         return es_grpo_delta(run_dir, recipe.model.name)
     if row == "hyper-es":
         ds = DirectionSet.from_run(run_dir)
@@ -38,3 +35,18 @@ def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]
                         f"direction of the run)")
     ds = DirectionSet.from_adapters(recipe.model.name, [folder], [row])
     return {t: ds.delta(0, t) for t in ds[0].parts}
+
+
+def es_grpo_delta(run_dir: str | Path, base: str) -> dict[str, torch.Tensor]:
+    """{tensor: ΔW} of the ES → GRPO-LoRA model (`base`: the run's base model name): ES's kept update plus the
+    adapter's, in fp32."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.es.delta import es_delta
+    from hyper_es.es.history import GRPO_JOB, grpo_folder
+
+    lora = DirectionSet.from_adapters(base, [grpo_folder(run_dir)], [GRPO_JOB])
+    delta, _ = es_delta(run_dir, lora.base_path)
+    for t in lora[0].parts:
+        d = lora.delta(0, t)
+        delta[t] = delta[t] + d if t in delta else d.clone()
+    return delta

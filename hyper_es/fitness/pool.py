@@ -1,7 +1,7 @@
 """A pool of resident engines as Ray actors (`executor.kind: ray`, `executor.engines` of them).
 
-Each actor builds its own resident engine once (the search's in-place engine with the prepared deltas, or the ES
-engine with θ's master) and a Scorer over the searched tasks. The driver sends only genomes (coefficient vectors,
+Each actor builds its own resident engine once (the search's with the prepared deltas, or ES's with θ's master,
+by the `build` function the stage gives) and a Scorer over the searched tasks. The driver sends only genomes (coefficient vectors,
 or ES members as seeds) and rows; a generation's candidates are spread over the idle actors and the Scores come
 back in candidate order, so pycma or the ES update sees what one engine would have produced. Calls that change an
 engine's state (an ES update) go to every actor and are logged, so an actor that dies is replaced by a new one
@@ -20,38 +20,23 @@ logger = logging.getLogger(__name__)
 SEARCH_REWARD = "search.reward"
 
 
-def resident_engine(recipe, kind: str, kwargs: dict):
-    """(engine, Scorer over the searched tasks): the search's in-place engine (`inplace`: run_dir, backend, workdir,
-    seed, fused) or the ES engine (`es`: backend, start_file), as one actor of a pool holds it."""
-    from hyper_es.search.run import Scorer, fitness_splits
+def resident_scorer(recipe, build, kwargs: dict):
+    """(engine, Scorer over the searched tasks) as one actor of a pool holds them: `build(recipe, **kwargs)` makes
+    the engine (engine.run_engine for the search, engine.es_engine for ES)."""
+    from hyper_es.fitness import Scorer, fitness_splits
 
-    if kind == "inplace":
-        from hyper_es.directions import DirectionSet
-        from hyper_es.engine import inplace_engine
-        from hyper_es.merging import recipe_genome
-
-        ds = DirectionSet.from_run(kwargs["run_dir"])
-        genome, settings = recipe_genome(recipe, ds)
-        engine, tok = inplace_engine(recipe, kwargs["backend"], ds, genome, settings, Path(kwargs["workdir"]),
-                                     seed=kwargs["seed"], fused=kwargs.get("fused", True))
-    elif kind == "es":
-        from hyper_es.es.engine import es_engine
-
-        start = kwargs.get("start_file")
-        engine, tok = es_engine(recipe, kwargs["backend"], Path(start) if start else None)
-    else:
-        raise ValueError(f"unknown engine kind '{kind}'")
+    engine, tok = build(recipe, **kwargs)
     return engine, Scorer(engine, tok, fitness_splits(recipe)[0])
 
 
 class EngineActor:
     """One resident engine and its Scorer, inside a Ray actor."""
 
-    def __init__(self, data: dict, path: str, kind: str, kwargs: dict):
+    def __init__(self, data: dict, path: str, build, kwargs: dict):
         from hyper_es.recipe import recipe_from_dict
 
         recipe = recipe_from_dict(data, path)
-        self.engine, self.scorer = resident_engine(recipe, kind, kwargs)
+        self.engine, self.scorer = resident_scorer(recipe, build, kwargs)
         self.search_reward = None
         if recipe.search.reward:
             from hyper_es import rewards
@@ -74,13 +59,14 @@ class EngineActor:
         self.engine.close()
 
 
-def engine_pool(stack: contextlib.ExitStack, recipe, kind: str, **kwargs) -> "EnginePool":
-    """Join or start Ray for this stage (`executor`) and build a pool of `kind` engines; `stack` closes the pool,
-    then leaves the cluster."""
+def engine_pool(stack: contextlib.ExitStack, recipe, build, **kwargs) -> "EnginePool":
+    """Join or start Ray for this stage (`executor`) and build a pool of engines made by `build(recipe, **kwargs)`
+    (a module-level function: it travels to the actors by reference); `stack` closes the pool, then leaves the
+    cluster."""
     from hyper_es.distributed.cluster import ray_cluster
 
     stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
-    pool = EnginePool(recipe, kind, **kwargs)
+    pool = EnginePool(recipe, build, **kwargs)
     stack.callback(pool.close)
     return pool
 
@@ -88,7 +74,7 @@ def engine_pool(stack: contextlib.ExitStack, recipe, kind: str, **kwargs) -> "En
 class EnginePool:
     """Scorer-like (`score`, `score_many`, `prepare`) and engine-like (`update`, `restore`, `close`)."""
 
-    def __init__(self, recipe, kind: str, **kwargs):
+    def __init__(self, recipe, build, **kwargs):
         import ray
 
         from hyper_es.distributed.cluster import worker_env
@@ -97,7 +83,7 @@ class EnginePool:
         self.ray = ray
         self._cls = ray.remote(num_cpus=ex.engine.num_cpus, num_gpus=ex.engine.num_gpus,
                                runtime_env=worker_env(recipe.threads))(EngineActor)
-        self._args = (recipe.model_dump(mode="json"), str(recipe._path or "<recipe>"), kind)
+        self._args = (recipe.model_dump(mode="json"), str(recipe._path or "<recipe>"), build)
         self._kwargs = kwargs
         self._log: list[tuple[str, tuple]] = []  # state-changing calls, replayed on a replacement
         self.replacements = 0

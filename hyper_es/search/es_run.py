@@ -19,42 +19,17 @@ import numpy as np
 
 from hyper_es import rewards
 from hyper_es.errors import DataError
-from hyper_es.es.engine import Member
+from hyper_es.es.history import HISTORY, START, finished, read_history
+from hyper_es.es.member import Member
 from hyper_es.es.noise import member_seeds
 from hyper_es.es.schedule import sigma_at
 from hyper_es.es.update import normalise, signs
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.recipe import Recipe
-from hyper_es.search.run import Score, Scorer, fitness_rows, fitness_splits
+from hyper_es.fitness import Score, Scorer, fitness_rows, fitness_splits
 from hyper_es.search.start import guard_decision
 
 logger = logging.getLogger(__name__)
-HISTORY = "history.jsonl"
-START = "start.safetensors"  # the start row's update (es.start: baseline | hyper-es)
-FIELDS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha")
-
-
-def read_history(path: Path, population: int) -> list[dict]:
-    """The finished iterations; a last line cut by a kill is dropped (that iteration runs again)."""
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    out = []
-    for i, line in enumerate(lines):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1:
-                break
-            raise DataError(f"{path}: line {i + 1} is not JSON; delete the file to restart ES") from None
-        if not (isinstance(rec, dict) and set(FIELDS) <= set(rec) and rec["iteration"] == i
-                and all(len(rec[k]) == population for k in ("seeds", "signs", "z"))):
-            raise DataError(f"{path}: line {i + 1} is not iteration {i} of a population of {population} "
-                            f"(expected {', '.join(FIELDS)}); delete the file to restart ES")
-        out.append(rec)
-    return out
-
-
 def diversity(scores: list[Score]) -> dict:
     """How the population's answers spread on one fitness minibatch: distinct final answers per prompt (no answer
     counts as one), the share of prompts some member solves, and the members' mean share."""
@@ -63,16 +38,6 @@ def diversity(scores: list[Score]) -> dict:
     distinct = [len({a[j] for a in answers}) for j in range(len(answers[0]))] if answers and answers[0] else [0]
     return {"distinct": float(np.mean(distinct)), "solved_any": float(solved.any(axis=0).mean()),
             "solved_mean": float(solved.mean())}
-
-
-def finished(out: Path, population: int) -> dict | None:
-    """RUN/es/result.json when it covers the whole history: that result stands (re-scoring would only rewrite
-    its timing)."""
-    if not (out / "result.json").is_file():
-        return None
-    done = read_json(out / "result.json", "delete it to finish ES again")
-    ok = isinstance(done, dict) and done.get("iterations") == len(read_history(out / HISTORY, population))
-    return done if ok else None
 
 
 def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> dict:
@@ -149,7 +114,7 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
     """`hyper-es es`: build the resident ES engine, run (or resume) ES in RUN/es/, close the engine; then, with
     `es.then: grpo`, the GRPO-LoRA job on ES's weights (RUN/es/grpo/). A run folder started with other ES or
     fitness settings is refused (its history would not replay to the same weights)."""
-    from hyper_es.es.engine import es_engine
+    from hyper_es.engine import es_engine
 
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
@@ -177,16 +142,16 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
         if not start_file.is_file():
             from safetensors.torch import save_file
 
-            from hyper_es.updates import row_update
+            from hyper_es.rows import row_update
 
             save_file({n: t.contiguous() for n, t in row_update(run_dir, recipe.es.start, recipe).items()},
                       str(start_file))
     result = finished(out, recipe.es.population)  # no engine for a finished run
     with contextlib.ExitStack() as stack:
         if result is None and recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
-            from hyper_es.distributed.pool import engine_pool
+            from hyper_es.fitness.pool import engine_pool
 
-            engine = engine_pool(stack, recipe, "es", backend=backend or recipe.eval.backend,
+            engine = engine_pool(stack, recipe, es_engine, backend=backend or recipe.eval.backend,
                                  start_file=None if start_file is None else str(start_file))
             result = es_search(recipe, run_dir, engine, None, scorer=engine)
         elif result is None:
@@ -194,7 +159,27 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
             stack.callback(engine.close)
             result = es_search(recipe, run_dir, engine, tok)
     if recipe.es.then == "grpo":  # ES → GRPO-LoRA, on the weights ES kept
-        from hyper_es.es.sequence import es_then_grpo
-
         es_then_grpo(recipe, run_dir)
     return result
+
+
+def es_then_grpo(recipe, run_dir: str | Path) -> Path:
+    """ES → GRPO-LoRA: train (or skip, once finished) a GRPO-LoRA job with the baseline's settings on base + ES's
+    kept update, in RUN/es/grpo/; returns its adapter folder."""
+    from dataclasses import replace
+
+    from hyper_es import models
+    from hyper_es.directions.jobs import plan_baseline
+    from hyper_es.directions.manifest import read_manifest
+    from hyper_es.directions.train import run_job
+    from hyper_es.es.delta import es_delta
+    from hyper_es.es.history import GRPO_JOB, grpo_folder
+    from hyper_es.models.identity import weights_hash
+
+    folder = grpo_folder(run_dir)
+    if read_manifest(folder) is not None:
+        return folder
+    base = models.resolve(recipe.model.name, revision=recipe.model.revision)
+    delta, _ = es_delta(run_dir, base)
+    job = replace(plan_baseline(recipe), name=GRPO_JOB)
+    return run_job(recipe, job, Path(run_dir), weights_hash(base), start=delta, dest=folder)

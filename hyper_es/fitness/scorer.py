@@ -1,0 +1,101 @@
+"""The Scorer: a candidate's mean verified reward on rows of several tasks, with a resident engine.
+
+A candidate is whatever the engine's `set_genome` takes (a coefficient vector, an ES member, or None for the
+engine's resting weights); the Scorer never looks inside it. A candidate's prompts of every task go to the engine in
+one call (vLLM batches them together)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hyper_es import rewards
+from hyper_es.engine.fidelity import WARN_ABOVE
+from hyper_es.rewards.extract import final_answer
+from hyper_es.tasks import Task
+from hyper_es.tasks.scoring import reward_errors, score_completions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Score:
+    reward: float
+    tokens: int = 0
+    timing: dict = field(default_factory=dict)
+    reward_errors: int = 0  # reward calls that raised and scored 0
+    per_row: list[float] = field(default_factory=list)  # mean reward per problem, in row order (paired comparisons)
+    fidelity: float = 0.0  # ‖installed − intended‖ / ‖intended‖ of the update the engine served (engine/fidelity.py)
+    answers: list[str | None] = field(default_factory=list)  # first completion's final answer per problem (diversity)
+
+
+class Scorer:
+    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks.
+
+    A candidate's prompts of every task go to the engine in one call (vLLM batches them together). The reward
+    is the task-weighted mean over prompts and samples."""
+
+    def __init__(self, engine, tokenizer, tasks: list[Task]):
+        self.engine, self.tok, self.tasks = engine, tokenizer, tasks
+        self._ids: dict[tuple[str, str], list[int]] = {}
+        self._fidelity_warned = False
+
+    def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
+        missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
+        max_len = getattr(self.engine, "max_model_len", None)  # over-long prompts are refused (or cut)
+        for r, ids in zip(missing, task.prompt_ids(self.tok, missing, max_len) if missing else []):
+            self._ids[(task.name, r["id"])] = ids
+        return [self._ids[(task.name, r["id"])] for r in rows]
+
+    def prepare(self, *splits: dict[str, list[dict]]) -> None:
+        """Tokenise (and length-check) every row up front: an over-long prompt fails now, not generations later."""
+        for rows in splits:
+            for task in self.tasks:
+                if rows.get(task.name):
+                    self._prompt_ids(task, rows[task.name])
+
+    def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
+              seed: int = 0, reward=None, answers: bool = False) -> Score:
+        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward). With
+        `answers`, each problem's first final answer is kept too (ES's population diversity)."""
+        t0, failed = time.perf_counter(), rewards.failures()
+        self.engine.set_genome(x)
+        fidelity = float(getattr(self.engine, "last_fidelity", 0.0))
+        if fidelity > WARN_ABOVE and not self._fidelity_warned:
+            self._fidelity_warned = True
+            logger.warning("the installed update differs from the intended one by %.0f%%: bf16 rounds the merge "
+                           "away; set eval.dtype: float32 (logged once; fidelity_max per generation)",
+                           100 * fidelity)
+        t1 = time.perf_counter()
+        tasks = [t for t in self.tasks if rows.get(t.name)]
+        samplings = [t.sampling(n=samples, temperature=temperature, seed=seed) for t in tasks]
+        outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
+                                            for t, sp in zip(tasks, samplings)])
+        t2 = time.perf_counter()
+        total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
+        for task, sampling, task_outs in zip(tasks, samplings, outs):
+            scored = []
+            for row, completions in zip(rows[task.name], task_outs, strict=True):
+                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
+                scored += row_scores
+                per_row.append(float(np.mean(row_scores)))
+                if answers:
+                    finals.append(final_answer(texts[0]) if texts else None)
+                tokens += sum(map(len, completions))
+            total += task.cfg.weight * float(np.mean(scored))
+            weight += task.cfg.weight
+        timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
+        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity,
+                     answers=finals)
+
+    def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, **kw) -> list[Score]:
+        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors)."""
+        out = []
+        for x in xs:
+            out.append(self.score(x, rows, **kw))
+            if on_done:
+                on_done()
+        return out

@@ -1,0 +1,61 @@
+"""The layering is a contract: `lint-imports` (pyproject.toml) keeps the pipeline's layers and forbids circles, and
+it fails on an upward import or a circle planted in a temporary copy. `ruff check` passes. Engines live in engine/
+only: es/ defines no engine or worker class, and `set_genome` is defined once per backend."""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={"PATH": str(BIN), "PYTHONPATH": str(cwd)})
+
+
+def test_the_layers_contract_holds():
+    res = _lint(ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 kept, 0 broken" in res.stdout
+
+
+@pytest.mark.parametrize("where,line,broken", [
+    ("hyper_es/errors.py", "from hyper_es import cli  # planted upward import", "the pipeline's layers"),
+    ("hyper_es/engine/hf.py", "from hyper_es.search import run  # planted upward import", "the pipeline's layers"),
+    ("hyper_es/directions/jobs.py", "from hyper_es.directions import collect  # planted circle",
+     "no import circles"),
+])
+def test_a_planted_bad_import_fails_the_contract(tmp_path, where, line, broken):
+    shutil.copytree(ROOT / "hyper_es", tmp_path / "hyper_es", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    path = tmp_path / where
+    path.write_text(path.read_text() + "\n" + line + "\n")
+    res = _lint(tmp_path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"{broken}" in res.stdout and "BROKEN" in res.stdout
+
+
+def test_ruff_check_passes():
+    res = subprocess.run([str(BIN / "ruff"), "check", "hyper_es", "bench", "tests", "scripts"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _defs(folder: Path):
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            yield path, node
+
+
+def test_engines_and_set_genome_live_in_engine_only():
+    es_classes = [n.name for _, n in _defs(ROOT / "hyper_es" / "es") if isinstance(n, ast.ClassDef)]
+    assert not [c for c in es_classes if c.endswith(("ES", "Engine", "Worker", "Generator"))], es_classes
+    owners = sorted(p.relative_to(ROOT).as_posix() for p, n in _defs(ROOT / "hyper_es")
+                    if isinstance(n, ast.FunctionDef) and n.name == "set_genome")
+    assert owners == ["hyper_es/engine/hf_resident.py", "hyper_es/engine/vllm_resident.py"]
