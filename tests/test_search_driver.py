@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hyper_es.search import Budget, CMASearch
+from hyper_es.search.loop import drive
 
 OPT = np.array([0.3, -0.2, 0.8, 0.1, 0.5])
 
@@ -18,18 +19,23 @@ def quadratic(xs, generation):
     return [-float(np.sum((x - OPT) ** 2)) for x in xs]
 
 
+def run(search, fitness):
+    """The one loop (search/loop.py) over a plain fitness function: no record fields beyond the strategy's."""
+    return drive(search, lambda xs, g: (fitness(xs, g), {})).state
+
+
 def test_reaches_the_optimum_of_a_quadratic():
     search = CMASearch(np.zeros(5), 0.3, lower=[-1] * 5, upper=[2] * 5, popsize=8, seed=1,
                        budget=Budget(max_generations=80))
-    state = search.run(quadratic)
+    state = run(search, quadratic)
     assert np.allclose(state.best_x, OPT, atol=1e-3)
     assert state.history[-1]["best"] > state.history[0]["best"]
 
 
 def test_bounds_and_budgets(tmp_path):
     seen = []
-    CMASearch(np.zeros(3), 2.0, lower=[-0.5] * 3, upper=[0.5] * 3, popsize=6, seed=0,
-              budget=Budget(max_generations=100, max_evals=30)).run(lambda xs, g: seen.extend(xs) or quadratic4(xs, g))
+    run(CMASearch(np.zeros(3), 2.0, lower=[-0.5] * 3, upper=[0.5] * 3, popsize=6, seed=0,
+                  budget=Budget(max_generations=100, max_evals=30)), lambda xs, g: seen.extend(xs) or quadratic4(xs, g))
     assert len(seen) == 30
     assert all(np.all(x >= -0.5) and np.all(x <= 0.5) for x in seen)
 
@@ -95,14 +101,14 @@ def test_checkpoint_is_json_and_a_planted_pickle_never_runs(tmp_path):
             return (open, (str(marker), "w"))
 
     s = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=3), out=tmp_path)
-    s.run(quadratic)
+    run(s, quadratic)
     (tmp_path / "checkpoint.pkl").write_bytes(pickle.dumps(Payload()))
     json.loads((tmp_path / "checkpoint.json").read_text())
     resumed = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=5), out=tmp_path)
     assert resumed.state.generation == 3 and not marker.exists()
-    resumed.run(quadratic)
+    run(resumed, quadratic)
     fresh = CMASearch(np.zeros(5), 0.3, popsize=6, seed=3, budget=Budget(max_generations=5))
-    fresh.run(quadratic)
+    run(fresh, quadratic)
     assert resumed.state.best_x == fresh.state.best_x and resumed.state.candidates == fresh.state.candidates
 
 
@@ -110,7 +116,7 @@ def test_checkpoint_is_json_and_a_planted_pickle_never_runs(tmp_path):
 def test_damaged_checkpoint_is_one_clear_error(tmp_path, damage):
     from hyper_es.errors import DataError
 
-    CMASearch(np.zeros(4), 0.3, popsize=4, seed=1, budget=Budget(max_generations=2), out=tmp_path).run(quadratic4)
+    run(CMASearch(np.zeros(4), 0.3, popsize=4, seed=1, budget=Budget(max_generations=2), out=tmp_path), quadratic4)
     path = tmp_path / "checkpoint.json"
     sigma = 0.3
     if damage == "truncated":

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +27,6 @@ logger = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.json"
 LOG = "generations.jsonl"
 FORMAT = 1
-
-Fitness = Callable[[list[np.ndarray], int], Sequence[float]]
 
 
 @dataclass
@@ -52,7 +50,8 @@ class SearchState:
 
 
 class CMASearch:
-    """`ask()` candidates, `tell(candidates, scores, **extra)`, until `done()`; `run(fitness)` loops over them."""
+    """A strategy of the one loop (search/loop.py `drive`): `ask()` candidates, `tell(candidates, scores, **extra)`,
+    until `done()`."""
 
     def __init__(self, x0, sigma0: float, *, lower=None, upper=None, popsize: int | None = None, seed: int = 0,
                  budget: Budget = Budget(), out: str | Path | None = None):
@@ -149,14 +148,16 @@ class CMASearch:
             self._save()
         return bool(reason)
 
-    def run(self, fitness: Fitness, on_generation: Callable[..., dict | None] | None = None) -> SearchState:
-        """Ask/tell until done. `on_generation(xs, scores)` may return extra fields for the generation's record."""
-        while not self.done():
-            generation = self.state.generation
-            xs = self.ask()
-            scores = [float(s) for s in fitness(xs, generation)]
-            self.tell(xs, scores, **((on_generation(xs, scores) or {}) if on_generation else {}))
-        return self.state
+    # --- the loop's strategy surface (search/loop.py) -----------------------------------------------------------
+    @property
+    def generation(self) -> int:
+        return self.state.generation
+
+    def records(self) -> list[dict]:
+        return self.state.history
+
+    def engine_update(self, record: dict) -> None:
+        return None  # the engine holds no state between candidates: nothing to replay or apply
 
     # --- checkpoint: JSON, resumed by replay ------------------------------------------------------------------
     def _save(self) -> None:

@@ -19,14 +19,12 @@ import numpy as np
 
 from hyper_es import rewards
 from hyper_es.errors import DataError
-from hyper_es.es.history import HISTORY, START, finished, read_history
-from hyper_es.es.member import Member
-from hyper_es.es.noise import member_seeds
-from hyper_es.es.schedule import sigma_at
-from hyper_es.es.update import normalise, signs
-from hyper_es.io import read_json, write_json_atomic, write_text_atomic
+from hyper_es.es.history import START, finished
+from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
-from hyper_es.fitness import Score, Scorer, fitness_rows, fitness_splits
+from hyper_es.fitness import Score, Scorer, fitness_splits
+from hyper_es.search.es_strategy import ESStrategy
+from hyper_es.search.loop import drive, score_generation
 from hyper_es.search.start import guard_decision
 
 logger = logging.getLogger(__name__)
@@ -61,41 +59,20 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     else:
         start = scorer.score(None, val)
         write_json_atomic(start_path, start.__dict__)
-    history = read_history(out / HISTORY, c.population)
-    for rec in history:  # replay: θ_t from θ_0, in the same order of operations
-        engine.update(rec["seeds"], rec["z"], rec["sigma"], rec["alpha"], rec["signs"])
-    if history:
-        logger.info("ES: resumed after %d iterations (replayed)", len(history))
-    lines = [json.dumps(r) for r in history]
-    t0, spent = time.perf_counter(), sum(r.get("tokens", 0) for r in history)
-    for it in range(len(history), c.iterations):
-        if c.max_tokens is not None and spent >= c.max_tokens:
-            logger.info("ES: token budget reached (%d >= es.max_tokens %d) after %d iterations", spent, c.max_tokens,
-                        it)
-            break
-        sigma = sigma_at(it, c.iterations, c.sigma, kind=c.sigma_schedule, sigma_min=c.sigma_min, warmup=c.warmup)
-        seeds, sg = member_seeds(c.seed, it, c.population, antithetic=c.antithetic), signs(c.population, c.antithetic)
-        rows = fitness_rows(pool, s, it)
-        scores = scorer.score_many([Member(seed, si * sigma) for seed, si in zip(seeds, sg)], rows,
-                                   samples=s.samples, temperature=s.temperature, seed=s.seed + it, reward=fit_reward,
-                                   answers=True)
-        r = [sc.reward for sc in scores]
-        z = normalise(r, c.normalise).tolist()
-        engine.update(seeds, z, sigma, c.alpha, sg)
-        rec = {"iteration": it, "seeds": seeds, "signs": sg, "rewards": r, "z": z, "sigma": sigma, "alpha": c.alpha,
-               "tokens": sum(sc.tokens for sc in scores), "mean": sum(r) / len(r), "best": max(r),
-               "diversity": diversity(scores)}
-        if hasattr(scorer, "throughput"):  # an engine pool: per-actor counts
-            rec["actors"] = scorer.throughput()
-        lines.append(json.dumps(rec))
-        history.append(rec)
-        spent += rec["tokens"]
-        write_text_atomic(out / HISTORY, "\n".join(lines) + "\n")
-        logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g, %.2f distinct answers per prompt", it + 1,
-                    rec["mean"], rec["best"], sigma, rec["diversity"]["distinct"])
+    strategy = ESStrategy(c, out)
+    t0 = time.perf_counter()
+
+    def log(rec: dict) -> None:
+        logger.info("ES iteration %d: mean %.3f best %.3f sigma %.2g, %.2f distinct answers per prompt",
+                    rec["iteration"] + 1, rec["mean"], rec["best"], rec["sigma"], rec["diversity"]["distinct"])
         if "actors" in rec:
             logger.info("engine actors: %s", ", ".join(f"#{a['actor']} {a['candidates']} members {a['per_s']:.2f}/s"
                                                         for a in rec["actors"]))
+
+    drive(strategy, score_generation(scorer, pool, s, reward=fit_reward, answers=True,
+                                     extra=lambda members, scores: {"diversity": diversity(scores)}),
+          update=engine.update, on_record=log)
+    history, spent = strategy.history, strategy.spent
     final = scorer.score(None, val)
     write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
     decision = guard_decision(start, final, what="ES weights")

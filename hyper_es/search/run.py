@@ -25,6 +25,7 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
+from hyper_es.search.loop import drive, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 
@@ -70,13 +71,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     try:
         scorer.prepare(fit_pool, val, test)
 
-        def fit_many(xs, generation: int, on_done=None) -> list[Score]:
-            return scorer.score_many(xs, fitness_rows(fit_pool, s, generation), samples=s.samples,
-                                     temperature=s.temperature, seed=s.seed + generation, reward=fit_reward,
-                                     on_done=on_done)
-
-        def fit(x, generation: int) -> Score:
-            return fit_many([x], generation)[0]
+        def fit(x, generation: int) -> Score:  # one candidate (the scale scan's)
+            return scorer.score_many([x], fitness_rows(fit_pool, s, generation), samples=s.samples,
+                                     temperature=s.temperature, seed=s.seed + generation, reward=fit_reward)[0]
 
         scan = scale_scan(lambda x: fit(x, 0), genome, x0, s.scale_scan, out) if s.scale_scan else None
         if scan:
@@ -85,20 +82,20 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                            budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
         tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
                           done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
-        while not driver.done():
-            generation = driver.state.generation
-            xs = driver.ask()
-            scores = fit_many(xs, generation, on_done=tracker.candidate_done)
+
+        def extra(xs, scores: list[Score]) -> dict:
+            """The generation's record beyond fitness: the top candidates re-scored on validation, the time split,
+            reward errors and the installed update's fidelity."""
             fitness = [sc.reward for sc in scores]
             top = np.argsort(fitness)[::-1][: s.rescore_top]
-            val_scores = [{"fitness": fitness[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
-                          for i in top]
-            timing = {key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")}
-            record = driver.tell(xs, fitness, tokens=sum(sc.tokens for sc in scores), **timing, val=val_scores,
-                                 reward_errors=sum(sc.reward_errors for sc in scores),
-                                 fidelity_max=max(sc.fidelity for sc in scores),
-                                 fidelity_mean=float(np.mean([sc.fidelity for sc in scores])),
-                                 **({"actors": engine.throughput()} if hasattr(engine, "throughput") else {}))
+            return {**{key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")},
+                    "val": [{"fitness": fitness[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
+                            for i in top],
+                    "reward_errors": sum(sc.reward_errors for sc in scores),
+                    "fidelity_max": max(sc.fidelity for sc in scores),
+                    "fidelity_mean": float(np.mean([sc.fidelity for sc in scores]))}
+
+        def log(record: dict) -> None:
             logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],
                         record["best"], record["mean"], record["sigma"],
                         ", ".join(f"{v['val']:.3f}" for v in record["val"]))
@@ -106,6 +103,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                 logger.info("engine actors: %s", ", ".join(f"#{a['actor']} {a['candidates']} candidates "
                                                             f"{a['per_s']:.2f}/s" for a in record["actors"]))
             tracker.generation(record)
+
+        drive(driver, score_generation(scorer, fit_pool, s, reward=fit_reward, on_candidate=tracker.candidate_done,
+                                       extra=extra), on_record=log)
         state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
         x_best = np.array(best["x"])
