@@ -66,14 +66,6 @@ def geometry_table(geom: dict, console: Console | None = None) -> Table:
 
 
 # --- the run report (`hyper-es run`) -------------------------------------------------------------------------------
-def _cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
-    """(optimizer steps, generated training tokens, wall seconds) summed over gradient-stage jobs."""
-    from hyper_es.directions.manifest import read_manifest
-
-    ms = [read_manifest(run_dir / "directions" / n) for n in names]
-    return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
-
-
 def _read_log(path: Path) -> list[dict]:
     """The search's per-generation log (none: []); a damaged line raises DataError naming the file and line."""
     import json
@@ -104,9 +96,10 @@ def trained_tasks(recipe, tasks: list[str]) -> list[str]:
 def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None, seed: int | None = None) -> dict:
     """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time), and each
     row's greedy difference to the GRPO-LoRA baseline and to the base with its paired bootstrap CI."""
-    from hyper_es.directions.manifest import finished_jobs, read_manifest
+    from hyper_es.directions.manifest import finished_jobs
     from hyper_es.evaluate import stats
     from hyper_es.io import read_json
+    from hyper_es.rows import KINDS
 
     run_dir = Path(run_dir)
     dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
@@ -117,32 +110,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     search = {"generations": len(log), "evals": result.get("evals"), "seconds": result.get("search_seconds"),
               "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0),
               "rows": result.get("rows")}  # fitness tokens: the generations' and the scale scan's
-    out = []
+    out, ctx = [], {"dirs": dirs, "search": search}
     for r in rows:
-        steps, tokens, wall, search_tokens = r["steps"], None, None, 0
-        if r["kind"] == "base":
-            tokens, wall = 0, 0.0
-        elif r["kind"] in ("direction", "baseline"):
-            steps, tokens, wall = _cost(run_dir, [r["name"]])
-        elif r["kind"] in ("uniform", "hyper-es"):
-            steps, tokens, wall = _cost(run_dir, dirs)
-            if r["kind"] == "hyper-es":
-                search_tokens, wall = search["tokens"], wall + (search["seconds"] or 0.0)
-        elif r["kind"] in ("es", "es-grpo"):  # ES's tokens and wall time, after a sequenced start's; then GRPO's
-            from hyper_es.evaluate.final import es_start
-
-            es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
-            start = es_start(run_dir)
-            steps, tokens, wall = (0, 0, 0.0) if start == "base" else _cost(
-                run_dir, ["baseline"] if start == "baseline" else dirs)
-            search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
-            wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
-            if r["kind"] == "es-grpo":
-                job = read_manifest(run_dir / "es" / "grpo")
-                steps, tokens, wall = steps + job["optimizer_steps"], tokens + job["tokens"], wall + job["wall_seconds"]
-        elif r["kind"] == "baseline-snapshot":  # the baseline run's tokens up to the snapshot (its token curve)
-            curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
-            tokens = int(curve[steps]) if steps in curve else None
+        steps, tokens, search_tokens, wall = KINDS[r["kind"]].cost(run_dir, r, ctx)
         metrics = sorted({k for res in r["results"].values() for k in res if k == "greedy" or k.startswith("pass@")},
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics

@@ -51,3 +51,9 @@ GRPO_JOB = "es-grpo"
 def grpo_folder(run_dir: str | Path) -> Path:
     """RUN/es/grpo/: the GRPO-LoRA job trained on ES's kept weights (es.then: grpo)."""
     return Path(run_dir) / "es" / GRPO_DIR
+
+
+def es_start(run_dir: Path) -> str:
+    """The row RUN/es started from (`es.start`: base, baseline or hyper-es)."""
+    config = read_json(run_dir / "es" / "config.json", "delete RUN/es to restart ES")
+    return (config.get("es") or {}).get("start", "base")

@@ -34,6 +34,8 @@ from hyper_es.directions.manifest import read_manifest
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
+from hyper_es.es.history import es_start
+from hyper_es.rows import KINDS
 from hyper_es.tasks import Task
 
 logger = logging.getLogger(__name__)
@@ -43,12 +45,16 @@ EVAL_DIR = "eval"
 @dataclass
 class Row:
     name: str
-    kind: str  # base | direction | uniform | baseline | baseline-snapshot | es | es-grpo | hyper-es
+    kind: str  # a kind of the row registry (rows/kinds.py): base, direction, uniform, baseline, …
     weights: dict[str, float] = field(default_factory=dict)  # one weight per direction (all layers)
     searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
-    pass_k: bool = False  # also sample n completions for Pass@k (costly: only the rows compared in the report)
     steps: int | None = None  # optimizer steps spent to make this model
+
+    @property
+    def pass_k(self) -> bool:
+        """Also sample n completions for Pass@k: the registry's word for the row's kind."""
+        return KINDS[self.kind].pass_k
 
 
 def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, list[str], dict[int, Path]]:
@@ -92,7 +98,7 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
     manifests = {n: read_manifest(run_dir / "directions" / n) for n in search_names}
     total = sum(m["optimizer_steps"] for m in manifests.values())
-    rows = [Row("base", "base", pass_k=True, steps=0)]
+    rows = [Row("base", "base", steps=0)]
     # A snapshot increment alone is not a model anyone trained (and the first one is a baseline snapshot): skipped.
     rows += [Row(n, "direction", {n: 1.0}, raw=True, steps=manifests[n]["optimizer_steps"]) for n in search_names
              if "derived_from" not in manifests[n]]
@@ -103,30 +109,24 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         steps = read_manifest(baseline.parent)["optimizer_steps"]
         rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
                  for s in snapshots]
-        rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, pass_k=True, steps=steps))
+        rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
     if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
         steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "", steps=total)]
                                                if r.name == start)
         name = "es" if start == "base" else f"{start}+es"
-        rows.append(Row(name, "es", {"es": 1.0}, raw=True, pass_k=True, steps=steps))
+        rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))
         grpo = read_manifest(run_dir / "es" / "grpo")
         if grpo is not None:  # ES → GRPO-LoRA
-            rows.append(Row(f"{name}+grpo", "es-grpo", {"es+grpo": 1.0}, raw=True, pass_k=True,
+            rows.append(Row(f"{name}+grpo", "es-grpo", {"es+grpo": 1.0}, raw=True,
                             steps=steps + grpo["optimizer_steps"]))
     best = run_dir / "search" / "best.json"
     if best.is_file():
         genome, x = Genome.from_json(best)
         if x is None:
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
-        rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), pass_k=True, steps=total))
+        rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), steps=total))
     return rows
-
-
-def es_start(run_dir: Path) -> str:
-    """The row RUN/es started from (`es.start`: base, baseline or hyper-es)."""
-    config = read_json(run_dir / "es" / "config.json", "delete RUN/es to restart ES")
-    return (config.get("es") or {}).get("start", "base")
 
 
 def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:

@@ -1,0 +1,159 @@
+"""The row registry: every kind of row a run compares declares, in one place, how its weight update ΔW is built,
+what it cost (optimizer steps, generated training tokens, search/ES tokens, wall seconds) and whether the final
+evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py), the report and `row_update` read it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from hyper_es.directions.manifest import read_manifest
+from hyper_es.errors import DataError
+from hyper_es.io import read_json
+
+Cost = tuple  # (optimizer steps, train tokens, search tokens, wall seconds); None where unknown
+
+
+@dataclass(frozen=True)
+class RowKind:
+    name: str
+    pass_k: bool  # also sampled n times per problem for Pass@k (costly: only the rows the report compares)
+    cost: Callable[[Path, dict, dict], Cost]  # (run_dir, row {"name", "steps"}, context {"dirs", "search"})
+    update: Callable[[Path, str, object], dict[str, torch.Tensor]] | None  # (run_dir, row name, recipe) -> ΔW
+
+
+def jobs_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
+    """(optimizer steps, generated training tokens, wall seconds) summed over gradient-stage jobs."""
+    ms = [read_manifest(run_dir / "directions" / n) for n in names]
+    return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
+
+
+def _base_cost(run_dir, row, ctx) -> Cost:
+    return row["steps"], 0, 0, 0.0
+
+
+def _job_cost(run_dir, row, ctx) -> Cost:
+    steps, tokens, wall = jobs_cost(run_dir, [row["name"]])
+    return steps, tokens, 0, wall
+
+
+def _uniform_cost(run_dir, row, ctx) -> Cost:
+    steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
+    return steps, tokens, 0, wall
+
+
+def _hyper_es_cost(run_dir, row, ctx) -> Cost:
+    steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
+    search = ctx["search"]
+    return steps, tokens, search["tokens"], wall + (search["seconds"] or 0.0)
+
+
+def _snapshot_cost(run_dir, row, ctx) -> Cost:
+    """The baseline run's tokens up to the snapshot (its token curve); no wall time of its own."""
+    curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
+    steps = row["steps"]
+    return steps, int(curve[steps]) if steps in curve else None, 0, None
+
+
+def _es_cost(run_dir, row, ctx) -> Cost:
+    """ES's tokens and wall time, after a sequenced start's (the baseline's job, or the directions and the
+    search); then, for ES → GRPO-LoRA, that job's."""
+    from hyper_es.es.history import es_start, grpo_folder
+
+    es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
+    start, search = es_start(run_dir), ctx["search"]
+    steps, tokens, wall = (0, 0, 0.0) if start == "base" else jobs_cost(
+        run_dir, ["baseline"] if start == "baseline" else ctx["dirs"])
+    search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
+    wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
+    if row.get("kind") == "es-grpo":
+        job = read_manifest(grpo_folder(run_dir))
+        steps, tokens, wall = steps + job["optimizer_steps"], tokens + job["tokens"], wall + job["wall_seconds"]
+    return steps, tokens, search_tokens, wall
+
+
+def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    from hyper_es.directions import DirectionSet
+    from hyper_es.directions.jobs import SNAPSHOTS
+
+    name, _, step = row.partition("@")
+    folder = run_dir / "directions" / name / (f"{SNAPSHOTS}/step-{step}" if step else "")
+    if not (folder / "adapter_config.json").is_file():
+        raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
+                        f"direction of the run)")
+    ds = DirectionSet.from_adapters(recipe.model.name, [folder], [row])
+    return {t: ds.delta(0, t) for t in ds[0].parts}
+
+
+def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """best.json merged as searched."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import Genome, MergePlan, recipe_genome
+
+    ds = DirectionSet.from_run(run_dir)
+    genome, x = Genome.from_json(run_dir / "search" / "best.json")
+    _, settings = recipe_genome(recipe, ds)
+    return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
+
+
+def _es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """The replayed history (after its start, when sequenced)."""
+    from hyper_es import models
+    from hyper_es.es.delta import es_delta
+
+    return es_delta(run_dir, models.resolve(recipe.model.name, revision=recipe.model.revision))[0]
+
+
+def _es_grpo_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    return es_grpo_delta(run_dir, recipe.model.name)
+
+
+def es_grpo_delta(run_dir: str | Path, base: str) -> dict[str, torch.Tensor]:
+    """{tensor: ΔW} of the ES → GRPO-LoRA model (`base`: the run's base model name): ES's kept update plus the
+    adapter's, in fp32."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.es.delta import es_delta
+    from hyper_es.es.history import GRPO_JOB, grpo_folder
+
+    lora = DirectionSet.from_adapters(base, [grpo_folder(run_dir)], [GRPO_JOB])
+    delta, _ = es_delta(run_dir, lora.base_path)
+    for t in lora[0].parts:
+        d = lora.delta(0, t)
+        delta[t] = delta[t] + d if t in delta else d.clone()
+    return delta
+
+
+KINDS = {k.name: k for k in (
+    RowKind("base", True, _base_cost, lambda run_dir, row, recipe: {}),
+    RowKind("direction", False, _job_cost, _adapter_update),
+    RowKind("uniform", False, _uniform_cost, None),
+    RowKind("baseline-snapshot", False, _snapshot_cost, _adapter_update),
+    RowKind("baseline", True, _job_cost, _adapter_update),
+    RowKind("es", True, _es_cost, _es_update),
+    RowKind("es-grpo", True, _es_cost, _es_grpo_update),
+    RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
+)}
+
+
+def kind_of(row: str) -> RowKind:
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, es / <start>+es,
+    …es+grpo, baseline, baseline@N, else a direction."""
+    if row in ("base", "uniform", "hyper-es", "baseline"):
+        return KINDS[row]
+    if row.endswith("es+grpo"):
+        return KINDS["es-grpo"]
+    if row == "es" or row.endswith("+es"):
+        return KINDS["es"]
+    return KINDS["baseline-snapshot" if row.startswith("baseline@") else "direction"]
+
+
+def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """ΔW of a row, as {tensor: fp32 tensor}: what the sparsity analysis cuts and what ES can start from."""
+    kind = kind_of(row)
+    if kind.update is None:
+        raise DataError(f"row '{row}' ({kind.name}) has no single update to build; expected hyper-es, es, baseline, "
+                        f"baseline@N or a direction of the run")
+    return kind.update(Path(run_dir), row, recipe)

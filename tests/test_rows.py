@@ -1,0 +1,33 @@
+"""The row registry (rows/kinds.py): one place that says, per row kind, how its update is built, what it costs and
+whether it gets Pass@k; plan_rows, the report and row_update read it."""
+
+import pytest
+
+from hyper_es.errors import DataError
+from hyper_es.rows import KINDS, kind_of, row_update
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("base", "base"), ("uniform", "uniform"), ("hyper-es", "hyper-es"), ("baseline", "baseline"),
+    ("baseline@6", "baseline-snapshot"), ("dir-0", "direction"), ("es", "es"), ("baseline+es", "es"),
+    ("hyper-es+es", "es"), ("es+grpo", "es-grpo"), ("baseline+es+grpo", "es-grpo"),
+])
+def test_a_row_name_has_one_kind(name, kind):
+    assert kind_of(name).name == kind
+
+
+def test_the_compared_rows_get_pass_k_and_the_curve_rows_do_not():
+    assert {k for k, v in KINDS.items() if v.pass_k} == {"base", "baseline", "es", "es-grpo", "hyper-es"}
+    assert all(v.cost is not None for v in KINDS.values())
+
+
+def test_the_base_row_is_no_update_and_the_uniform_row_is_one_clear_error(tmp_path):
+    assert row_update(tmp_path, "base", None) == {}
+    with pytest.raises(DataError, match="row 'uniform' \\(uniform\\) has no single update"):
+        row_update(tmp_path, "uniform", None)
+
+
+def test_every_planned_row_kind_is_registered(tmp_path):
+    from hyper_es.evaluate.final import Row
+
+    assert all(Row("x", k).pass_k == KINDS[k].pass_k for k in KINDS)
