@@ -1,7 +1,7 @@
 """The decision experiment: Hyper-ES against a fair GRPO-LoRA baseline, paired, over several seeds.
 
-    python bench/decide.py --root /work/exp/decide                      # lr choice (seed 0), then seeds 0 and 1
-    python bench/decide.py --root /work/exp/decide --summary-only       # re-write the summary from what is done
+    python bench/decide.py --root ROOT/decide                      # lr choice (seed 0), then seeds 0 and 1
+    python bench/decide.py --root ROOT/decide --summary-only       # re-write the summary from what is done
 
 1. The baseline's learning rate is chosen on validation from `--lrs` (seed `--lr-seed`): each lr trains the
    baseline run (with its snapshots; with `directions_from: snapshots` the directions are its increments), and

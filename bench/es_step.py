@@ -17,6 +17,7 @@ Writes bench/results/es_step.json.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import json
 import subprocess
 import sys
@@ -155,7 +156,7 @@ def main() -> None:
     p.add_argument("--result", type=Path, default=ROOT / "bench/results/es_step.json")
     p.add_argument("--run", type=Path, help="a run folder with directions (Hyper-ES candidate memory)")
     p.add_argument("--workload", choices=["es", "hyper-es", "grpo"], help=argparse.SUPPRESS)
-    p.add_argument("--tmp", default="/tmp/es_step", help=argparse.SUPPRESS)
+    p.add_argument("--tmp", default=str(Path(tempfile.gettempdir()) / "es_step"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.workload:
         return _workload(args.workload, args)

@@ -1,10 +1,10 @@
 """Full-parameter ES beside GRPO-LoRA and Hyper-ES on SmolLM2-135M, at an equal budget of generated tokens.
 
-    python bench/es_study.py --root /work/exp/es --source /work/exp/decide/seed0-lr0.00025
-    python bench/es_study.py --root /work/exp/es-seed1 --source /work/exp/decide/seed1-lr0.00025 --es-seed 1 \
+    python bench/es_study.py --root ROOT/es --source ROOT/decide/seed0-lr0.00025
+    python bench/es_study.py --root ROOT/es-seed1 --source ROOT/decide/seed1-lr0.00025 --es-seed 1 \
         --results bench/results/es-seed1 --arms es          # the second seed: ES against that seed's rows
-    python bench/es_study.py --across-seeds /work/exp/es:/work/exp/decide/seed0-lr0.00025 \
-        /work/exp/es-seed1:/work/exp/decide/seed1-lr0.00025      # ES pooled over both seeds
+    python bench/es_study.py --across-seeds ROOT/es:ROOT/decide/seed0-lr0.00025 \
+        ROOT/es-seed1:ROOT/decide/seed1-lr0.00025      # ES pooled over both seeds
 
 `--source` is a finished `hyper-es run` folder of the decision experiment (bench/decide.py): its directions,
 baseline, search and evaluated rows are shared by every arm (hard links and copies), so the arms are paired on the

@@ -1,6 +1,6 @@
 """Generation wall time on an engine pool of 1 and 2 Ray actors, against the local executor, same candidates.
 
-    python bench/ray_scaling.py --run /work/exp/decide/seed0-lr0.00025 --candidates 8 --rows 32
+    python bench/ray_scaling.py --run ROOT/decide/seed0-lr0.00025 --candidates 8 --rows 32
 
 `--run` is a run folder with directions (its recipe.yaml is used, one thread per engine). Each setting builds its
 engines first (not timed), scores one warm-up candidate, then times `score_many` over the same `--candidates`
@@ -12,6 +12,7 @@ bench/results/ray_scaling.json.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import json
 import sys
 import time
@@ -53,7 +54,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=32, help="fitness rows per task")
     p.add_argument("--backend", default="vllm", choices=["vllm", "hf"])
     p.add_argument("--result", type=Path, default=ROOT / "bench/results/ray_scaling.json")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/ray_scaling"))
+    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ray_scaling")
     args = p.parse_args()
     import numpy as np
     import ray

@@ -16,17 +16,25 @@ logger = logging.getLogger(__name__)
 
 
 def quick(recipe: Recipe) -> Recipe:
-    """The recipe scaled down for a first look (minutes on a CPU): 2 directions of 3 steps (the baseline keeps its
-    rule, steps / 0.9), a 2-generation search, 20 test problems per task and Pass@k up to k = 4."""
+    """The recipe scaled down for a first look (minutes on a CPU): 2 directions of 2 steps (the baseline keeps its
+    rule, steps / 0.9), a 2-generation search after a scale scan of at most 3 scales, and the final evaluation on
+    the trained and searched tasks only (not the transfer sets) with 20 test problems per task and Pass@k up to
+    k = 4 on the first 10."""
     data = recipe.model_dump(mode="json")
     g, s, e = data["gradient"], data["search"], data["eval"]
-    g.update(directions=min(g["directions"], 2), steps=min(g["steps"], 3), jobs=g["jobs"][:2], baseline_steps=None)
+    g.update(directions=min(g["directions"], 2), steps=min(g["steps"], 2), jobs=g["jobs"][:2], baseline_steps=None)
     g["baseline_snapshot_every"] = 4 if g["baseline_snapshot_every"] else 0
     s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 32), val_size=min(s["val_size"], 16),
              rescore_top=1, max_evals=None, wall_clock_s=None)
-    e.update(limit=min(e["limit"] or 20, 20), k=[k for k in e["k"] if k <= 4] or [1], n=None)
+    if s["scale_scan"]:
+        scales = sorted(s["scale_scan"], key=lambda v: abs(v - 1.0))[:3]  # the three nearest x0 itself
+        s["scale_scan"] = sorted(scales)
+    e.update(limit=min(e["limit"] or 20, 20), k=[k for k in e["k"] if k <= 4] or [1], n=None,
+             pass_k_limit=min(e["pass_k_limit"] or 10, 10))
     if max(e["k"]) < 4 and max(recipe.eval.k) >= 4:
         e["k"].append(4)
+    used = set(g["tasks"] or []) | set(s["tasks"] or [])
+    data["tasks"] = [t for t in data["tasks"] if t["name"] in used or t.get("train") or t.get("val")]
     data["name"] = f"{data['name']}-quick"
     return recipe_from_dict(data, recipe._path or "<recipe>")
 

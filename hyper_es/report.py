@@ -287,30 +287,31 @@ def report_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONSOLE_WIDTH = 100  # the console summary: one row per model in this many columns (report.md has the details)
+
+
 def report_table(report: dict, console: Console | None = None) -> Table:
-    """Greedy accuracy per task and cost of every row, then the paired differences vs the GRPO-LoRA baseline (and
-    vs its best adapter by validation when that is a snapshot); all fit 120 columns. Returns the first table."""
+    """The console summary, one row per model within CONSOLE_WIDTH columns: its cost (optimizer steps, generated
+    tokens for training plus search or ES, wall seconds), greedy accuracy (the mean over tasks) and the pooled greedy
+    difference to the GRPO-LoRA baseline with its paired bootstrap 95% CI. Per-task tables: report.md."""
     if console is None and not Console().is_terminal:
-        console = Console(width=WIDTH)  # logs and CI
-    best = (report.get("baseline_best") or {}).get("name")
-    tables = []
-    for title, (head, body) in ((f"{report['recipe']}: greedy accuracy on the held-out test sets",
-                                 _greedy_columns(report)),
-                                ("greedy accuracy − GRPO-LoRA baseline, points, with the paired bootstrap 95% CI",
-                                 _paired_columns(report, "baseline")),
-                                *([(f"greedy accuracy − the baseline's best by validation ({best}), points, 95% CI",
-                                    _paired_columns(report, "baseline-best"))] if best not in (None, "baseline") else [])):
-        if not body and tables:
-            continue
-        head = [{"train tokens": "train tok", "search tokens": "search tok"}.get(h, h) for h in head]
-        table = Table(title=title)
-        for c in head:
-            table.add_column(c, justify="left" if c == "model" else "right")
-        for cells in body:
-            table.add_row(*map(escape, cells))
-        _print(table, console)
-        tables.append(table)
-    return tables[0]
+        console = Console(width=CONSOLE_WIDTH)  # logs and CI
+    paired = report.get("paired") or {}
+    pooled = next(iter(paired.get("pooled", {})), None)
+    vs = paired.get("vs", {}).get("baseline", {})
+    table = Table(title=f"{report['recipe']}: greedy accuracy on the held-out test sets (details: report.md)")
+    heads = ["model", "steps", "tokens", "wall s", "greedy", f"Δ baseline ({pooled or 'pooled'}), 95% CI"]
+    for c in heads:
+        table.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
+    for r in report["rows"]:
+        tokens = None if r["train_tokens"] is None else r["train_tokens"] + (r["search_tokens"] or 0)
+        greedy = r["mean"].get("greedy") if r["mean"] else next(
+            (res.get("greedy") for res in r["results"].values()), None)
+        diff = (vs.get(r["name"]) or {}).get("pooled", {}).get(pooled) if pooled else None
+        table.add_row(*map(escape, [r["name"], _fmt(r["optimizer_steps"]), _fmt(tokens), _fmt(r["wall_s"], 0),
+                                    _fmt(greedy), "ref" if r["name"] == "baseline" else _fmt_diff(diff)]))
+    _print(table, console)
+    return table
 
 
 def write_report(run_dir: Path, report: dict) -> None:

@@ -104,6 +104,31 @@ def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
     assert adapters(out) == adapters(clean)
 
 
+def test_resume_from_a_checkpoint_after_epoch_0_equals_uninterrupted(tmp_path):
+    """TRL's sampler draws each epoch's order from one generator; a job resumed in epoch 1 sees epoch 1's order."""
+    recipe = write_recipe(tmp_path, directions=1, steps=12, checkpoint_every=2)
+    data = yaml.safe_load(recipe.read_text())
+    data["tasks"][0]["train"]["size"] = 8  # 2 prompts a step: 4 steps an epoch
+    recipe.write_text(yaml.safe_dump(data))
+    out = tmp_path / "killed"
+    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "hyper_es", "collect", str(recipe), "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "job dir-0 step 7/12" in line:  # checkpoint-6 is 2 steps into epoch 1
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "collect finished before it could be killed"
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "(resuming " in resumed.stderr
+
+    clean = tmp_path / "clean"
+    collect(hx.load_recipe(recipe), clean)
+    assert adapters(out) == adapters(clean)
+
+
 def test_delta_equals_merge_and_unload(run, tiny_path):
     from peft import PeftModel
 
@@ -266,3 +291,16 @@ def test_cli_export_formats(run, tmp_path):
     missing = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x")], env=env, capture_output=True,
                              text=True, timeout=300)
     assert missing.returncode == 2 and "no genome; run the search first" in missing.stderr
+
+
+def test_a_checkpoint_cut_short_while_saving_is_skipped(tmp_path):
+    """Trainer writes trainer_state.json last: a checkpoint without a readable one was killed mid-save."""
+    from hyper_es.directions.train import last_checkpoint
+
+    for step, state in ((5, "{}"), (10, "{}"), (15, None), (20, '{"cut')):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if state is not None:
+            (tmp_path / f"checkpoint-{step}" / "trainer_state.json").write_text(state)
+    assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-5"]
+    assert last_checkpoint(tmp_path / "none") is None

@@ -59,3 +59,19 @@ def test_engines_and_set_genome_live_in_engine_only():
     owners = sorted(p.relative_to(ROOT).as_posix() for p, n in _defs(ROOT / "hyper_es")
                     if isinstance(n, ast.FunctionDef) and n.name == "set_genome")
     assert owners == ["hyper_es/engine/hf_resident.py", "hyper_es/engine/vllm_resident.py"]
+
+
+def test_no_tracked_file_names_an_absolute_path_of_a_machine():
+    """Commands in README, docs, benches and recorded artefacts use placeholders (RUN/, ROOT/, CACHE/)."""
+    import re
+
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    pattern = re.compile(r"(?<![\w.])/(?:work|root|home|tmp)/\w")
+    hits = []
+    for name in files:
+        path = ROOT / name
+        if path.suffix in (".safetensors", ".png", ".gguf") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="ignore")
+        hits += [f"{name}: {m.group(0)}" for m in pattern.finditer(text)]
+    assert not hits, hits[:10]

@@ -175,9 +175,10 @@ def test_rerun_resumes_without_recomputing(tiny_run, caplog, monkeypatch):
 def test_quick_scales_the_recipe_down():
     recipe = hx.load_recipe(ROOT / "recipes/smollm2-135m.yaml")
     q = quick(recipe)
-    assert q.gradient.directions == 2 and q.gradient.steps == 3 and q.gradient.baseline_snapshot_every == 4
+    assert q.gradient.directions == 2 and q.gradient.steps == 2 and q.gradient.baseline_snapshot_every == 4
     assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 20 and q.eval.k == [1, 4]
-    assert q.search.minibatch == 32
+    assert q.search.minibatch == 32 and q.search.scale_scan == [0.5, 0.75, 1.0] and q.eval.pass_k_limit == 10
+    assert [t.name for t in q.tasks] == ["chain_sum", "add_sub"]  # the transfer set (GSM8K) waits for a full run
     assert q.name == "smollm2-135m-quick" and q.base_dir == recipe.base_dir
     from hyper_es.directions.jobs import plan_baseline, plan_directions
 

@@ -37,6 +37,52 @@ def test_collect_on_ray_gives_the_local_adapters_bitwise(cluster, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
 
+def _ray_train_pids() -> list[int]:
+    """PIDs of Ray workers running a gradient job (Ray names the process after the task: ray::_train)."""
+    pids = []
+    for proc in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{proc}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0].startswith(b"ray::_train"):
+                    pids.append(int(proc))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def test_a_ray_job_whose_worker_is_sigkilled_resumes_to_the_local_adapter(cluster, tmp_path):
+    """A gradient job on Ray, its worker SIGKILLed after its checkpoint at step 15 (epoch 3 of 4-step epochs): Ray
+    retries the task, which resumes from the TRL checkpoint and ends with the uninterrupted local adapter, bitwise."""
+    import threading
+    import time
+
+    import yaml
+
+    path = write_recipe(tmp_path, directions=1, steps=40, checkpoint_every=5)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["train"]["size"] = 8  # 2 prompts a step: 4 steps an epoch
+    local = hx.recipe.recipe_from_dict(data, path)
+    on_ray = hx.recipe.recipe_from_dict({**data, "executor": {"kind": "ray", "max_retries": 2}}, path)
+    run = tmp_path / "ray"
+    done: dict = {}
+    worker = threading.Thread(target=lambda: done.setdefault("folders", collect(on_ray, run)))
+    worker.start()
+    checkpoint, killed, t0 = run / "directions" / ".work-dir-0" / "trainer" / "checkpoint-15", [], time.monotonic()
+    while worker.is_alive() and not killed and time.monotonic() - t0 < 300:
+        if checkpoint.is_dir():
+            for pid in _ray_train_pids():
+                os.kill(pid, 9)
+                killed.append(pid)
+        time.sleep(0.02)
+    worker.join(timeout=600)
+    assert killed, "the job finished before its worker could be killed"
+    assert "folders" in done and not worker.is_alive()
+    collect(local, tmp_path / "local")
+    assert adapters(run) == adapters(tmp_path / "local") and len(adapters(run)) == 1
+    manifest = json.loads((run / "directions" / "dir-0" / "manifest.json").read_text())
+    assert manifest["optimizer_steps"] == 40
+
+
 def test_unreachable_address_is_one_clear_line(tmp_path):
     """In a fresh process (no Ray driver yet): `hyper-es collect` with an address nothing listens on fails fast
     with one line naming the field and the address."""

@@ -174,3 +174,27 @@ def test_baseline_best_by_validation_ties_go_to_fewer_steps():
     assert best["name"] == "baseline@12" and best["val"] == 0.45 and best["steps"] == 12
     assert set(best["candidates"]) == {"baseline@6", "baseline@12", "baseline@18", "baseline"}
     assert baseline_best([row("base", "base", 0), row("baseline", "baseline", 27)]) is None
+
+
+def test_the_console_summary_is_one_row_per_model_within_100_columns():
+    """`hyper-es run` prints one table: one line per model, no wrapped cell, at most 100 columns wide."""
+    from rich.console import Console
+
+    from hyper_es.report import CONSOLE_WIDTH, report_table
+
+    rows = [_row(n, k, {"basic_arithmetic_long_name": [1] * 12 + [0] * 8, "chain_sum": [0] * 10, "gsm8k": [1] * 10})
+            for n, k in (("base", "base"), ("baseline@24", "baseline-snapshot"), ("baseline", "baseline"),
+                         ("baseline+es+grpo", "es-grpo"), ("hyper-es", "hyper-es"))]
+    rows[-1]["results"]["chain_sum"]["records"]["greedy"] = [1] * 10
+    tasks = sorted(rows[0]["results"])
+    paired = paired_differences(rows, tasks, ["basic_arithmetic_long_name", "chain_sum"], B=500, seed=0)
+    report = _report(rows, paired)
+    for r in report["rows"]:
+        r.update(optimizer_steps=1234, train_tokens=1_234_567, search_tokens=12_345_678, wall_s=12345.0)
+    console = Console(width=CONSOLE_WIDTH, record=True)
+    report_table(report, console)
+    lines = console.export_text().splitlines()
+    assert max(map(len, lines)) <= CONSOLE_WIDTH
+    body = [ln for ln in lines if ln.startswith("│")]
+    assert len(body) == len(rows)  # one line per model (the header has heavy borders)
+    assert any("hyper-es" in ln and "[" in ln and "13,580,245" in ln for ln in body)

@@ -99,6 +99,37 @@ def Snapshots(steps: set[int], folder: Path):  # noqa: N802 - a callback factory
     return _Snapshots()
 
 
+def _replayable(sampler):
+    """Make TRL's RepeatSampler resumable in any epoch. It draws each epoch's order from one generator seeded once, so
+    epoch e's order is the (e+1)-th draw; HF Trainer resumes epoch e on a fresh sampler (first draw) and only skips
+    batches within it, so a job resumed after epoch 0 saw other prompts. Trainer calls set_epoch(e) before each
+    epoch: re-seed and replay the e earlier draws (idempotent, and the order an uninterrupted run draws anyway)."""
+    import torch
+
+    def set_epoch(epoch: int) -> None:
+        if sampler.shuffle and sampler.seed is not None:
+            sampler.generator.manual_seed(sampler.seed)
+            for _ in range(epoch):
+                torch.randperm(sampler.num_samples, generator=sampler.generator)
+
+    sampler.set_epoch = set_epoch
+    return sampler
+
+
+def last_checkpoint(trainer_dir: Path) -> str | None:
+    """The newest complete TRL checkpoint. Trainer writes trainer_state.json last, so a checkpoint without a
+    readable one was cut short by a kill while it was saved: it is removed, and the one before it resumes."""
+    steps = sorted(trainer_dir.glob("checkpoint-*"), key=lambda p: int(p.name.rsplit("-", 1)[-1]), reverse=True)
+    for folder in steps:
+        try:
+            json.loads((folder / "trainer_state.json").read_text())
+            return str(folder)
+        except (OSError, ValueError):
+            logger.warning("%s: an unfinished checkpoint (killed while saving); removing it", folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
 def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float]):
     import torch
     from trl import GRPOConfig
@@ -131,7 +162,6 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     import peft
     import torch
     from transformers.trainer_callback import PrinterCallback
-    from transformers.trainer_utils import get_last_checkpoint
     from trl import GRPOTrainer
 
     from hyper_es import models
@@ -157,7 +187,11 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     if recipe.gradient.lora_seed is not None:  # one LoRA init for every job; TRL's seed then drives only the data
         torch.manual_seed(recipe.gradient.lora_seed)
         model, lora_cfg = peft.get_peft_model(model, lora_cfg), None
-    trainer = GRPOTrainer(
+    class Trainer(GRPOTrainer):
+        def _get_train_sampler(self, dataset=None):
+            return _replayable(super()._get_train_sampler(dataset))
+
+    trainer = Trainer(
         model=model, processing_class=tok, reward_funcs=funcs,
         args=_grpo_config(recipe, job, trainer_dir, weights), train_dataset=datasets.Dataset.from_list(rows),
         peft_config=lora_cfg,
@@ -166,7 +200,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     trainer.add_callback(StepLog(job.name, job.steps))
     if snapshot_steps(recipe, job):
         trainer.add_callback(Snapshots(snapshot_steps(recipe, job), work / "adapter" / SNAPSHOTS))
-    resume = get_last_checkpoint(str(trainer_dir)) if recipe.gradient.checkpoint_every else None
+    resume = last_checkpoint(trainer_dir) if recipe.gradient.checkpoint_every else None
     logger.info("job %s: %d steps, lr %.2g, seed %d, shard %s, %d train rows%s", job.name, job.steps,
                 job.learning_rate, job.seed, job.shard, len(rows), f" (resuming {resume})" if resume else "")
     t0 = time.perf_counter()
