@@ -299,7 +299,7 @@ def report_table(report: dict, console: Console | None = None) -> Table:
     paired = report.get("paired") or {}
     pooled = next(iter(paired.get("pooled", {})), None)
     vs = paired.get("vs", {}).get("baseline", {})
-    table = Table(title=f"{report['recipe']}: greedy accuracy on the held-out test sets (details: report.md)")
+    table = Table(title=f"{report['recipe']}: greedy accuracy on test, details in report.md")
     heads = ["model", "steps", "tokens", "wall s", "greedy", f"Δ baseline ({pooled or 'pooled'}), 95% CI"]
     for c in heads:
         table.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
