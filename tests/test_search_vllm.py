@@ -20,8 +20,11 @@ pytest.importorskip("vllm")
 def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
     from safetensors.torch import load_file
 
-    from hyper_es.engine.sources import MergeWeights
+    from hyper_es import models
+    from hyper_es.engine.hf_resident import HFResident
+    from hyper_es.engine.sources import MergeSource, MergeWeights
     from hyper_es.engine.vllm_resident import VLLMResident
+    from hyper_es.merging import MergePlan
 
     base = load_file(str(tiny_path / "model.safetensors"))
     gen = torch.Generator().manual_seed(0)
@@ -40,19 +43,20 @@ def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
     try:
         base_out = engine.generate(prompts, s)
         rng = np.random.default_rng(0)
-        for i in range(3):
+        for i in range(3):  # one after another in the same engine; the last against a fresh engine of its export
             x = rng.uniform(-1, 2, genome.size)
             engine.set_genome(x)
             assert engine.last_fidelity == 0.0 == engine.last_timing["fidelity"]  # fp32: the merge is installed exactly
             got = engine.generate(prompts, s)
-            fresh, _ = make_generator("vllm", str(export_hf(ds, genome, x, settings, tmp_path / f"m{i}")),
-                                      dtype="float32", max_model_len=512)
-            try:
-                want = fresh.generate(prompts, s)
-            finally:
-                fresh.close()
-            assert got == want, f"candidate {i}"
-            assert got != base_out
+            hf = HFResident(*models.load(str(tiny_path), dtype="float32"), MergeSource(MergePlan(ds, genome, settings)))
+            hf.set_genome(x)
+            assert got == hf.generate(prompts, s) != base_out, f"candidate {i}"  # fp32 greedy: HF and vLLM agree
+        fresh, _ = make_generator("vllm", str(export_hf(ds, genome, x, settings, tmp_path / "m")), dtype="float32",
+                                  max_model_len=512)
+        try:
+            assert got == fresh.generate(prompts, s)
+        finally:
+            fresh.close()
         engine.restore()
         assert engine.generate(prompts, s) == base_out
     finally:

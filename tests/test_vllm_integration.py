@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("vllm")
 
 # bf16 (vLLM's default) against fp32 (HF's): greedy paths diverge on near-ties, so accuracy may differ a little.
-# Measured on SmolLM2-135M over 500 test problems: see README. The test allows this much on 40 problems.
+# Measured on SmolLM2-135M over 500 test problems: docs/results/base-model.md. Allowed here on 24 problems.
 BF16_TOLERANCE = 0.10
 
 
@@ -99,7 +99,7 @@ def smollm2_hf():
     return HFGenerator(model, tok, batch_size=20), tok
 
 
-def _smollm2_results(gen, tok, limit=40):
+def _smollm2_results(gen, tok, limit=24):
     t = get_task("chain_sum")
     return evaluate_task(gen, tok, t, sampling=Sampling(max_tokens=48), limit=limit)
 
@@ -114,7 +114,7 @@ def test_smollm2_vllm_fp32_equals_hf_fp32_and_bf16_is_within_tolerance(smollm2_h
         finally:
             gen.close()
     same = sum(a["completions"] == b["completions"] for a, b in zip(hf.records, results["float32"].records))
-    assert same >= 38, f"only {same}/40 fp32 greedy completions identical to HF"
+    assert same >= 22, f"only {same}/24 fp32 greedy completions identical to HF"
     assert abs(results["float32"].pass_at[1] - hf.pass_at[1]) <= 0.05
     assert abs(results["bfloat16"].pass_at[1] - hf.pass_at[1]) <= BF16_TOLERANCE
     assert hf.pass_at[1] > 0  # the real model solves some of these
