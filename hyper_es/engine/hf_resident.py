@@ -51,7 +51,6 @@ class HFResident(HFGenerator):
         self.set_genome(None)
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """The resting weights in fp32 (θ's installed weights for ES; the master itself when ES is dense)."""
-        if getattr(self.source, "lora", None) is None:
-            return self.source.master
+        """The resting weights in fp32 (the master's own tensors for a merge and dense ES; θ's installed weights for
+        LoRA-scope ES)."""
         return {t: w for t, w, _ in self.source.weights(None)}

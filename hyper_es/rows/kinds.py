@@ -60,8 +60,8 @@ def _snapshot_cost(run_dir, row, ctx) -> Cost:
 
 def _es_cost(run_dir, row, ctx) -> Cost:
     """ES's tokens and wall time, after a sequenced start's (the baseline's job, or the directions and the
-    search); then, for ES → GRPO-LoRA, that job's."""
-    from hyper_es.es.history import es_start, grpo_folder
+    search)."""
+    from hyper_es.es.history import es_start
 
     es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
     start, search = es_start(run_dir), ctx["search"]
@@ -69,10 +69,16 @@ def _es_cost(run_dir, row, ctx) -> Cost:
         run_dir, ["baseline"] if start == "baseline" else ctx["dirs"])
     search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
     wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
-    if row.get("kind") == "es-grpo":
-        job = read_manifest(grpo_folder(run_dir))
-        steps, tokens, wall = steps + job["optimizer_steps"], tokens + job["tokens"], wall + job["wall_seconds"]
     return steps, tokens, search_tokens, wall
+
+
+def _es_grpo_cost(run_dir, row, ctx) -> Cost:
+    """ES's cost, then the GRPO-LoRA job trained on ES's weights."""
+    from hyper_es.es.history import grpo_folder
+
+    steps, tokens, search_tokens, wall = _es_cost(run_dir, row, ctx)
+    job = read_manifest(grpo_folder(run_dir))
+    return steps + job["optimizer_steps"], tokens + job["tokens"], search_tokens, wall + job["wall_seconds"]
 
 
 def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
@@ -133,7 +139,7 @@ KINDS = {k.name: k for k in (
     RowKind("baseline-snapshot", False, _snapshot_cost, _adapter_update),
     RowKind("baseline", True, _job_cost, _adapter_update),
     RowKind("es", True, _es_cost, _es_update),
-    RowKind("es-grpo", True, _es_cost, _es_grpo_update),
+    RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
     RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
 )}
 

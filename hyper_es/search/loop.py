@@ -53,18 +53,26 @@ def drive(strategy: Strategy, evaluate: Evaluate, *, update: Callable | None = N
     return strategy
 
 
+def generation_scores(scorer, pool: dict, s, candidates: list, generation: int, *, reward=None,
+                      answers: bool = False, on_done=None) -> list:
+    """The candidates' Scores on generation `generation`'s fitness minibatch (search.fitness_set, minibatch,
+    samples, temperature, seed + generation; `reward` replaces the tasks' own)."""
+    from hyper_es.fitness import fitness_rows
+
+    kw = {"answers": True} if answers else {}
+    return scorer.score_many(candidates, fitness_rows(pool, s, generation), samples=s.samples,
+                             temperature=s.temperature, seed=s.seed + generation, reward=reward, on_done=on_done, **kw)
+
+
 def score_generation(scorer, pool: dict, s, *, reward=None, answers: bool = False, on_candidate=None,
                      extra: Callable[[list, list], dict] | None = None) -> Evaluate:
     """`evaluate` for `drive`: every candidate's Score on the generation's fitness minibatch (search.fitness_set,
     minibatch, samples, temperature, seed + generation; `reward` replaces the tasks' own). The record gets the
     generation's tokens, `extra(candidates, scores)`'s fields, and an engine pool's per-actor counts."""
-    from hyper_es.fitness import fitness_rows
 
     def evaluate(candidates: list, generation: int) -> tuple[list[float], dict]:
-        kw = {"answers": True} if answers else {}
-        scores = scorer.score_many(candidates, fitness_rows(pool, s, generation), samples=s.samples,
-                                   temperature=s.temperature, seed=s.seed + generation, reward=reward,
-                                   on_done=on_candidate, **kw)
+        scores = generation_scores(scorer, pool, s, candidates, generation, reward=reward, answers=answers,
+                                   on_done=on_candidate)
         fields = {"tokens": sum(sc.tokens for sc in scores), **(extra(candidates, scores) if extra else {})}
         if hasattr(scorer, "throughput"):  # an engine pool: per-actor counts
             fields["actors"] = scorer.throughput()

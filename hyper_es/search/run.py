@@ -20,12 +20,12 @@ from hyper_es.directions import DirectionSet
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
-from hyper_es.fitness import Score, Scorer, fitness_rows, fitness_splits
+from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
-from hyper_es.search.loop import drive, score_generation
+from hyper_es.search.loop import drive, generation_scores, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 
@@ -71,11 +71,10 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     try:
         scorer.prepare(fit_pool, val, test)
 
-        def fit(x, generation: int) -> Score:  # one candidate (the scale scan's)
-            return scorer.score_many([x], fitness_rows(fit_pool, s, generation), samples=s.samples,
-                                     temperature=s.temperature, seed=s.seed + generation, reward=fit_reward)[0]
+        def fit(x) -> Score:  # one candidate on generation 0's minibatch (the scale scan's)
+            return generation_scores(scorer, fit_pool, s, [x], 0, reward=fit_reward)[0]
 
-        scan = scale_scan(lambda x: fit(x, 0), genome, x0, s.scale_scan, out) if s.scale_scan else None
+        scan = scale_scan(fit, genome, x0, s.scale_scan, out) if s.scale_scan else None
         if scan:
             x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
         driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed,
