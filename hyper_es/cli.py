@@ -94,12 +94,12 @@ def check(
         typer.echo(rec.to_yaml())
         return
     models.resolve(rec.model.name, revision=rec.model.revision)
-    for cfg in rec.tasks:
-        task = Task(cfg, rec.base_dir)
-        for split in ("train", "val", "test"):
-            if getattr(cfg, split) is not None:
-                task.rows(split)
+    stats = {cfg.name: Task(cfg, rec.base_dir).split_stats() for cfg in rec.tasks}  # loads every split
     typer.echo(rec.to_yaml())
+    for name, st in stats.items():
+        splits = ", ".join(f"{s} {v['distinct']:,} distinct of {v['rows']:,}" for s, v in st["splits"].items())
+        shared = ", ".join(f"{k} {v}" for k, v in st["overlap"].items())
+        typer.echo(f"# {name} (partition {st['partition']}): {splits}" + (f"; shared questions: {shared}" if shared else ""))
     if run is not None:
         _check_fidelity(rec, run)
 

@@ -30,13 +30,19 @@ class Strict(BaseModel):
 
 # --- data sources --------------------------------------------------------------------------------------------------
 class ReasoningGymSource(Strict):
-    """Procedurally generated data from a reasoning-gym generator (seeded, unlimited)."""
+    """Procedurally generated data from a reasoning-gym generator (seeded, unlimited).
+
+    `partition: question` (default): the task's generated splits share one generator and config, and each distinct
+    question belongs to one split, chosen by a hash of its text (each split's share of the hash range is its share
+    of the sizes); a split holds `size` distinct questions. `none`: the split is the generator's first `size` items
+    (repeats kept), and train drops the questions of the other splits."""
 
     source: Literal["reasoning_gym"]
     dataset: str
     size: PosInt
     seed: NonNegInt = 0
     config: dict[str, Any] = Field(default_factory=dict)
+    partition: Literal["question", "none"] = "question"
 
 
 class FileSource(Strict):
@@ -111,6 +117,14 @@ class TaskConfig(Strict):
             raise ValueError("a task needs at least one of train, val, test")
         if self.prompt.few_shot and self.train is None:
             raise ValueError("prompt.few_shot > 0 draws examples from the train split, but this task has none")
+        parts = {s: src for s in ("train", "val", "test") if isinstance(src := getattr(self, s), ReasoningGymSource)
+                 and src.partition == "question"}
+        first = next(iter(parts), None)
+        for s, src in parts.items():
+            if (src.dataset, src.config) != (parts[first].dataset, parts[first].config):
+                raise ValueError(f"{s}: with partition 'question' the generated splits share one generator and "
+                                 f"config ({first}: '{parts[first].dataset}' {parts[first].config}, {s}: "
+                                 f"'{src.dataset}' {src.config}); set partition: none on each to keep them apart")
         return self
 
 

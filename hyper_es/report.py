@@ -127,10 +127,26 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     refs = {"baseline": "baseline", **({"baseline-best": best["name"]} if best else {}), "base": "base"}
     paired = paired_differences(rows, tasks, trained_tasks(recipe, tasks), B=B or stats.B_DEFAULT,
                                 seed=stats.SEED_DEFAULT if seed is None else seed, refs=refs)
-    return {"recipe": recipe.name, "model": recipe.model.name, "tasks": tasks,
+    return {"recipe": recipe.name, "model": recipe.model.name, "tasks": tasks, "splits": split_report(recipe),
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
             "rows": out, "baseline_best": best, "paired": paired, "search": search}
+
+
+def split_report(recipe) -> dict:
+    """Per task: each split's rows and distinct questions, and the questions each pair of splits shares."""
+    from hyper_es.tasks import Task
+
+    return {t.name: Task(t, recipe.base_dir).split_stats() for t in recipe.tasks}
+
+
+def splits_markdown(splits: dict) -> list[str]:
+    body = [[name, st["partition"], *[f"{st['splits'][s]['distinct']:,} / {st['splits'][s]['rows']:,}"
+                                      if s in st["splits"] else "–" for s in ("train", "val", "test")],
+             ", ".join(f"{k} {v}" for k, v in st["overlap"].items()) or "–"] for name, st in splits.items()]
+    return ["## Splits", "", "Distinct questions / rows per split, and the questions two splits share (partition "
+            "`question`: each distinct question is in one split, by a hash of its text).", "",
+            *_md_tables(["task", "partition", "train", "val", "test", "shared questions"], body)]
 
 
 def baseline_best(rows: list[dict]) -> dict | None:
@@ -280,6 +296,8 @@ def report_markdown(report: dict) -> str:
             lines += ["", f"No per-problem records (evaluated before they were kept), so no paired differences "
                           f"for: {', '.join(paired['without_records'])}. Delete their eval/<row>.json and re-run "
                           f"to evaluate them again."]
+    if report.get("splits"):
+        lines += ["", *splits_markdown(report["splits"])]
     s = report["search"]
     if s["generations"]:
         lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "

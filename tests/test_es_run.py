@@ -314,6 +314,7 @@ def test_method_es_run_then_grpo(tmp_path):
 
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=1, directions=2, baseline_snapshot_every=0)
+    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: no gradient
     data["search"].update(minibatch=4, val_size=4, guard=False)
     data["es"].update(population=2, iterations=1, sigma=0.05, alpha=0.02, then="grpo", start="baseline")
     data["eval"].update(limit=4)

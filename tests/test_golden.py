@@ -1,6 +1,8 @@
 """The same tiny search and ES run give the values the code before the engine/fitness/loop refactor recorded
-(tests/golden/record.py at df77084): generation logs, result rows and the final updates, bitwise; and a run
-folder that code left half-finished (one search generation, one ES iteration) resumes to the same values."""
+(tests/golden/record.py at df77084): generation logs and result rows (floats within 1e-9 relative: pycma rounds
+differently on another CPU), and the final updates bitwise; and a run folder that code left half-finished (one
+search generation, one ES iteration) resumes to the same values. The updates' norms (`*_stats`) were added later
+from today's code, where its digests equalled the recorded ones."""
 
 import json
 import shutil
@@ -23,9 +25,7 @@ def _row_update():
 
 
 def _check(recipe, run):
-    got = record.observed(recipe, run, _row_update())
-    for key in WANT:
-        assert got[key] == WANT[key], key
+    record.check(record.observed(recipe, run, _row_update()), WANT)
 
 
 def test_search_and_es_give_the_recorded_values(tmp_path):

@@ -26,6 +26,48 @@ def test_generated_train_split_is_seeded_and_disjoint_from_test():
     assert train[:3] == Task(t.cfg).rows("train")[:3]  # same seed, same data
 
 
+def _generated(partition="question", *, sizes=(300, 60, 200), config=None, **test):
+    cfg = {"min_terms": 2, "max_terms": 2, "max_digits": 2, **(config or {})}
+    src = {"source": "reasoning_gym", "dataset": "chain_sum", "config": cfg, "partition": partition}
+    return task(train={**src, "size": sizes[0], "seed": 1}, val={**src, "size": sizes[1], "seed": 500000},
+                test={**src, "size": sizes[2], "seed": 900000, **test})
+
+
+def test_generated_splits_partition_the_questions_by_hash():
+    from hyper_es.tasks.sources import question_hash
+
+    t = _generated()
+    stats = t.split_stats()
+    assert stats["partition"] == "question" and set(stats["overlap"].values()) == {0}
+    assert {s: v["distinct"] for s, v in stats["splits"].items()} == {"train": 300, "val": 60, "test": 200}
+    assert {s: v["rows"] for s, v in stats["splits"].items()} == {"train": 300, "val": 60, "test": 200}
+    shares = t.shares()  # each split's share of the hash range is its share of the sizes, in split order
+    assert shares == {"train": (0.0, 300 / 560), "val": (300 / 560, 360 / 560), "test": (360 / 560, 1.0)}
+    for split, (lo, hi) in shares.items():
+        assert all(lo <= question_hash(r["question"]) < hi for r in t.rows(split))
+    one_digit = {s: sum(len(r["question"].split()[-2]) == 1 for r in t.rows(s)) / len(t.rows(s)) for s in shares}
+    assert max(one_digit.values()) - min(one_digit.values()) < 0.1  # one distribution (not train harder)
+
+
+def test_unpartitioned_splits_keep_their_repeats_and_report_their_overlaps():
+    t = _generated("none")
+    stats = t.split_stats()
+    assert stats["partition"] == "none" and stats["overlap"]["train&val"] == stats["overlap"]["train&test"] == 0
+    assert stats["overlap"]["val&test"] > 0 and stats["train_dropped"] > 0  # what partition: question prevents
+    assert stats["splits"]["test"]["distinct"] < stats["splits"]["test"]["rows"] == 200
+
+
+def test_partitioned_splits_must_share_one_generator_config():
+    with pytest.raises(ValueError, match="test: with partition 'question' the generated splits share one"):
+        _generated(config=None, dataset="basic_arithmetic")
+
+
+def test_a_problem_space_too_small_for_the_sizes_is_one_clear_error():
+    t = _generated(config={"max_digits": 1}, sizes=(300, 60, 200))  # 200 one-digit questions in all
+    with pytest.raises(DataError, match=r"reasoning_gym:chain_sum .*only \d+ distinct questions.*`size` asks for 300"):
+        t.rows("train")
+
+
 def test_train_rows_equal_to_a_test_question_are_dropped(tmp_path):
     (tmp_path / "tr.jsonl").write_text("".join(json.dumps({"question": q, "answer": "1"}) + "\n" for q in "abc"))
     (tmp_path / "te.jsonl").write_text(json.dumps({"question": "b", "answer": "1"}) + "\n")

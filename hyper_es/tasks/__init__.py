@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import string
@@ -12,7 +13,7 @@ from typing import Any
 from hyper_es import rewards
 from hyper_es.sampling import Sampling
 from hyper_es.errors import DataError
-from hyper_es.recipe import Recipe, TaskConfig
+from hyper_es.recipe import ReasoningGymSource, Recipe, TaskConfig
 from hyper_es.tasks import prompts
 from hyper_es.tasks.builtin import builtin_tasks
 from hyper_es.tasks.sources import builtin_names, data_dir, load_rows, source_name
@@ -32,23 +33,42 @@ class Task:
         self._rows: dict[str, list[dict]] = {}
         self._split_of: dict[int, str] = {}  # id(row) -> split, to name a row's split in messages
         self._cut_logged: set[str] = set()
+        self._dropped = 0  # train rows dropped for sharing a question with val/test (unpartitioned splits)
 
     def rows(self, split: str) -> list[dict]:
-        """Rows of a split (cached). Train rows whose question appears in val/test are dropped."""
+        """Rows of a split (cached). Generated splits partition the questions (`partition: question`); otherwise
+        train rows whose question appears in val/test are dropped."""
         if split not in SPLITS:
             raise DataError(f"unknown split '{split}'; expected one of: {', '.join(SPLITS)}")
         if split not in self._rows:
             src = getattr(self.cfg, split)
             if src is None:
                 raise DataError(f"task '{self.name}' has no {split} split")
-            rows = load_rows(src, self.base_dir)
-            if split == "train":
-                held = {r.get("question") for s in ("val", "test") if getattr(self.cfg, s) for r in self.rows(s)}
-                rows = [r for r in rows if r.get("question") not in held]
+            rows = load_rows(src, self.base_dir, self.shares().get(split))
+            others = [s for s in ("val", "test") if getattr(self.cfg, s) and s not in self.shares()]
+            if split == "train" and others:  # splits that are not one partition: drop train's repeats of theirs
+                held = {r.get("question") for s in others for r in self.rows(s)}
+                self._dropped = len(rows) - len(rows := [r for r in rows if r.get("question") not in held])
             self._check(rows, split)
             self._rows[split] = rows
             self._split_of.update((id(r), split) for r in rows)
         return self._rows[split]
+
+    def shares(self) -> dict[str, tuple[float, float]]:
+        """Each partitioned split's range of the question hash: its share of the partitioned splits' sizes."""
+        sizes = {s: src.size for s in SPLITS if isinstance(src := getattr(self.cfg, s), ReasoningGymSource)
+                 and src.partition == "question"}
+        edges = list(itertools.accumulate(sizes.values(), initial=0))
+        return {s: (edges[i] / edges[-1], edges[i + 1] / edges[-1] if i + 1 < len(sizes) else 1.0)
+                for i, s in enumerate(sizes)}
+
+    def split_stats(self) -> dict:
+        """Rows and distinct questions per split, and the questions each pair of splits shares."""
+        qs = {s: [r.get(_UNCUT, r.get("question")) for r in self.rows(s)] for s in SPLITS if getattr(self.cfg, s)}
+        return {"partition": "question" if self.shares() else "none",
+                "splits": {s: {"rows": len(q), "distinct": len(set(q))} for s, q in qs.items()},
+                "overlap": {f"{a}&{b}": len(set(qs[a]) & set(qs[b])) for a, b in itertools.combinations(qs, 2)},
+                **({"train_dropped": self._dropped} if self._dropped else {})}
 
     def _place(self, split: str | None) -> str:
         """`task 'name' split (source)`, for messages about a row."""

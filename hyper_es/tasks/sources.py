@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -28,19 +30,37 @@ def _jsonable(v: Any) -> bool:
     return isinstance(v, (str, int, float, bool)) or (isinstance(v, list) and all(_jsonable(x) for x in v))
 
 
-def _reasoning_gym(src: ReasoningGymSource) -> list[dict]:
+def _reasoning_gym(src: ReasoningGymSource, share: tuple[float, float] | None = None) -> list[dict]:
+    """The generator's first `size` items; with `share` (a range of the question hash), its first `size` distinct
+    questions whose hash falls in that range."""
     import reasoning_gym
 
+    draws = src.size if share is None else 20 * math.ceil(src.size / (share[1] - share[0])) + 1000
     try:
-        ds = reasoning_gym.create_dataset(src.dataset, size=src.size, seed=src.seed, **src.config)
+        ds = reasoning_gym.create_dataset(src.dataset, size=draws, seed=src.seed, **src.config)
     except Exception as exc:  # unknown name or bad config: reasoning-gym raises various types
         raise DataError(f"reasoning_gym dataset '{src.dataset}' with config {src.config}: {exc}") from None
-    rows = []
-    for i, item in enumerate(ds):
+    rows, seen = [], set()
+    for i in range(draws):
+        item = ds[i]
+        if share is not None:
+            if item["question"] in seen or not share[0] <= question_hash(item["question"]) < share[1]:
+                continue
+            seen.add(item["question"])
         row = {k: v for k, v in (item.get("metadata") or {}).items() if _jsonable(v)}
         row.update(id=f"{src.dataset}-{src.seed}-{i}", question=item["question"], answer=str(item["answer"]))
         rows.append(row)
-    return rows
+        if len(rows) == src.size:
+            return rows
+    raise DataError(f"reasoning_gym:{src.dataset} with config {src.config}: only {len(rows)} distinct questions of "
+                    f"this split's share of the hash range in {draws:,} draws, but `size` asks for {src.size}; the "
+                    f"config's problem space is too small for these sizes: lower them or widen the config")
+
+
+def question_hash(question: str) -> float:
+    """A question's place in [0, 1), from its text alone: the same question lands in the same split everywhere."""
+    digest = hashlib.sha256(b"hyper-es/split/v1:" + question.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -112,10 +132,10 @@ def source_name(src: Source, base_dir: Path) -> str:
     return type(src).__name__  # pragma: no cover - the recipe schema admits only the above
 
 
-def load_rows(src: Source, base_dir: Path) -> list[dict]:
-    """Rows of one split; every row gets a string `id`."""
+def load_rows(src: Source, base_dir: Path, share: tuple[float, float] | None = None) -> list[dict]:
+    """Rows of one split; every row gets a string `id`. `share`: a generated split's range of the question hash."""
     if isinstance(src, ReasoningGymSource):
-        rows, where = _reasoning_gym(src), f"reasoning_gym:{src.dataset}"
+        rows, where = _reasoning_gym(src, share), f"reasoning_gym:{src.dataset}"
     elif isinstance(src, FileSource):
         path = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
         rows, where = _rename(_read_file(path, src.format), src.fields, str(path)), str(path)

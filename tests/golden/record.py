@@ -31,6 +31,8 @@ def recipe(folder: Path, **executor):
     path = write_recipe(folder, directions=2, steps=1)
     data = yaml.safe_load(path.read_text())
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    for split in ("train", "val"):  # the splits as recorded (before splits were partitioned by question)
+        data["tasks"][0][split]["partition"] = "none"
     data["search"] = {"popsize": 4, "max_generations": 3, "minibatch": 4, "val_size": 8, "rescore_top": 1,
                       "sigma0": 0.5, "reward": "dense_reward:length_fraction", "fitness_set": "fixed",
                       "scale_scan": None, "x0": "uniform", "guard": False}
@@ -50,6 +52,14 @@ def digest(tensors: dict) -> str:
     return h.hexdigest()
 
 
+def stats(tensors: dict) -> dict:
+    """The update's sum, L1 and L2 norms (fp64): compared within rounding where another CPU's digest differs."""
+    import torch
+
+    flat = torch.cat([tensors[n].detach().double().flatten() for n in sorted(tensors)])
+    return {"sum": flat.sum().item(), "l1": flat.abs().sum().item(), "l2": flat.norm().item()}
+
+
 def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
@@ -66,8 +76,30 @@ def observed(recipe_obj, run: Path, row_update) -> dict:
             "best": json.loads((run / "search" / "best.json").read_text()),
             "es": [{k: h[k] for k in ES_KEYS} for h in es],
             "es_result": {k: es_result[k] for k in ("iterations", "kept_iterations", "guard", "val", "tokens")},
-            "search_update": digest(row_update(run, "hyper-es", recipe_obj)),
-            "es_update": digest(row_update(run, "es", recipe_obj))}
+            "search_update": digest(search := row_update(run, "hyper-es", recipe_obj)),
+            "es_update": digest(es_delta := row_update(run, "es", recipe_obj)),
+            "search_update_stats": stats(search), "es_update_stats": stats(es_delta)}
+
+
+def close(got, want) -> bool:
+    """Equal, floats within 1e-9 relative: pycma's linear algebra rounds differently on another CPU."""
+    if isinstance(want, float) and isinstance(got, (int, float)):
+        return abs(got - want) <= max(1e-9 * abs(want), 1e-12)
+    if isinstance(want, dict):
+        return isinstance(got, dict) and got.keys() == want.keys() and all(close(got[k], want[k]) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(close, got, want))
+    return got == want
+
+
+def check(got: dict, want: dict) -> None:
+    """`got` (from `observed`) matches the recorded values; the updates bitwise, or (where this CPU rounds
+    differently) by their norms."""
+    for key in want:
+        if key.endswith("_update"):
+            assert got[key] == want[key] or close(got[f"{key}_stats"], want[f"{key}_stats"]), key
+        else:
+            assert close(got[key], want[key]), key
 
 
 def main(out: Path) -> None:
