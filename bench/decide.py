@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from hyper_es.evaluate import stats  # noqa: E402
 from hyper_es.evaluate.final import row_values  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
-from hyper_es.recipe import load_recipe, recipe_from_dict  # noqa: E402
+from baseline_grid import variant  # noqa: E402  (bench/ is the script's folder)
 
 logger = logging.getLogger("decide")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
@@ -47,18 +47,6 @@ ABLATIONS = {  # name -> recipe overrides (section.field); each changes one thin
     "per_generation": {"search.fitness_set": "per_generation"},
     "jobs": {"gradient.directions_from": "jobs", "gradient.lora_seed": 0},  # 4 independent 6-step jobs, shared A
 }
-
-
-def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None, overrides: dict | None = None):
-    data = load_recipe(path).model_dump(mode="json")
-    for key, value in (overrides or {}).items():
-        section, field = key.split(".")
-        data[section][field] = value
-    data["gradient"].update(learning_rate=lr, seed=seed)
-    data["search"]["seed"] = seed
-    data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best")  # test: the best snapshot by validation
-    data["name"] = f"{data['name']}-lr{lr:g}-seed{seed}"
-    return recipe_from_dict(data, path)  # same folder: relative data paths resolve as in the recipe
 
 
 def choose_lr(args) -> dict:

@@ -150,11 +150,12 @@ def splits_markdown(splits: dict) -> list[str]:
 
 
 def baseline_best(rows: list[dict]) -> dict | None:
-    """The GRPO-LoRA baseline's best adapter by validation (its snapshots and final, scored greedy on the search's
-    validation rows by the final evaluation): early stopping, chosen without looking at test. Ties: fewer steps."""
-    from hyper_es.evaluate.final import best_by_validation
+    """The GRPO-LoRA baseline's best adapter by validation (the base as step 0, its snapshots and final, scored
+    greedy on the search's validation rows by the final evaluation): early stopping, chosen without looking at
+    test. Ties: fewer steps."""
+    from hyper_es.evaluate.final import BASELINE_KINDS, best_by_validation
 
-    scored = [r for r in rows if r["kind"] in ("baseline", "baseline-snapshot") and "val" in r]
+    scored = [r for r in rows if r["kind"] in BASELINE_KINDS and "val" in r]
     if not scored:
         return None
     best = best_by_validation(scored)

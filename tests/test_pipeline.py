@@ -82,12 +82,14 @@ def test_per_problem_records_and_paired_differences(tiny_run):
 
 
 def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
-    """The baseline and each snapshot carry a greedy validation score (the search's val rows); the report names
-    the best (ties: fewer steps) and pairs every row with it too."""
+    """The base (step 0), the baseline and each snapshot carry a greedy validation score (the search's val rows,
+    with its tokens); the report names the best (ties: fewer steps, so the base on a tie) and pairs every row with
+    it too."""
     recipe, run_dir, report = tiny_run
     rows = {r["name"]: r for r in report["rows"]}
     scored = {n: r["val"]["mean"] for n, r in rows.items() if "val" in r}
-    assert set(scored) == {"baseline@2", "baseline@4", "baseline@6", "baseline@8", "baseline"}
+    assert set(scored) == {"base", "baseline@2", "baseline@4", "baseline@6", "baseline@8", "baseline"}
+    assert all(rows[n]["val"]["tokens"] > 0 and rows[n]["val"]["seconds"] > 0 for n in scored)
     assert all(rows[n]["val"]["rows"] == recipe.search.val_size for n in scored)
     best = report["baseline_best"]
     top = max(scored.values())

@@ -144,7 +144,8 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
     return genome.vector(named, dens)
 
 
-BASELINE_KINDS = ("baseline", "baseline-snapshot")  # scored on validation too (eval/val/<row>.json)
+# Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
+BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
@@ -239,8 +240,10 @@ def validation_tasks(recipe: Recipe) -> list[Task]:
 
 def validation_scores(engine, tok, tasks: list[Task], size: int) -> dict:
     """Greedy accuracy on each task's first `size` validation rows (the search's val_size) and their mean."""
-    per = {t.name: evaluate_task(engine, tok, t, split="val", limit=size).pass_at[1] for t in tasks}
-    return {"tasks": per, "mean": sum(per.values()) / len(per), "rows": size}
+    res = [evaluate_task(engine, tok, t, split="val", limit=size) for t in tasks]
+    per = {r.task: r.pass_at[1] for r in res}
+    return {"tasks": per, "mean": sum(per.values()) / len(per), "rows": size,
+            "tokens": sum(r.tokens for r in res), "seconds": sum(r.seconds for r in res)}
 
 
 def greedy_records(records: list[dict]) -> dict:
