@@ -84,7 +84,7 @@ def tune(recipe_path: Path, root: Path, seed: int, lrs: list[float], max_lrs: in
     """The bracketed grid of one seed (resumes; the result in ROOT/seed<N>/lr_grid.json)."""
     out = root / f"seed{seed}" / "lr_grid.json"
     grid = {float(k): v for k, v in read_json(out, "delete it to redo")["lrs"].items()} if out.is_file() else {}
-    todo = [lr for lr in lrs if lr not in grid]
+    todo = sorted(set(lrs) | set(grid))  # a finished lr is read back from its folder (no engine is started)
     while True:
         for lr in todo:
             grid[lr] = score_lr(recipe_path, root, seed, lr)

@@ -107,19 +107,23 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
-    search = {"generations": len(log), "evals": result.get("evals"), "seconds": result.get("search_seconds"),
+    search = {"generations": len(log), "evals": result.get("evals"),
+              "seconds": result.get("stage_seconds", result.get("search_seconds")),
               "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0),
+              "val_tokens": result.get("val_tokens", 0),
               "rows": result.get("rows")}  # fitness tokens: the generations' and the scale scan's
-    out, ctx = [], {"dirs": dirs, "search": search}
+    out, ctx = [], {"dirs": dirs, "search": search, "val": selection_costs(run_dir, rows)}
     for r in rows:
-        steps, tokens, search_tokens, wall = KINDS[r["kind"]].cost(run_dir, r, ctx)
+        steps, tokens, search_tokens, select, wall = KINDS[r["kind"]].cost(run_dir, r, ctx)
         metrics = sorted({k for res in r["results"].values() for k in res if k == "greedy" or k.startswith("pass@")},
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics
                 if all(k in res for res in r["results"].values())}
         results = {t: {k: v for k, v in res.items() if k != "records"} for t, res in r["results"].items()}
+        total = None if tokens is None else tokens + (search_tokens or 0) + (select or 0)
         out.append({"name": r["name"], "kind": r["kind"], "optimizer_steps": steps, "train_tokens": tokens,
-                    "search_tokens": search_tokens, "wall_s": wall, "results": results, "mean": mean,
+                    "search_tokens": search_tokens, "select_tokens": select, "tokens": total, "wall_s": wall,
+                    "results": results, "mean": mean,
                     **({"val": r["val"]} if "val" in r else {})})
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
@@ -131,6 +135,17 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
             "rows": out, "baseline_best": best, "paired": paired, "search": search}
+
+
+def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
+    """Validation tokens and seconds spent choosing rows: every baseline candidate's scoring (early stopping) and
+    the `scaled` row's scale scan."""
+    from hyper_es.evaluate.final import BASELINE_KINDS
+
+    cands = [r["val"] for r in rows if r["kind"] in BASELINE_KINDS and "val" in r]
+    scaled = next((r["val"] for r in rows if r["kind"] == "scaled" and "val" in r), {})
+    return {"baseline": sum(v.get("tokens", 0) for v in cands), "baseline_s": sum(v.get("seconds", 0.0) for v in cands),
+            "scaled": scaled.get("tokens", 0), "scaled_s": scaled.get("seconds", 0.0)}
 
 
 def split_report(recipe) -> dict:
@@ -246,9 +261,10 @@ def _md_tables(head: list[str], body: list[list[str]], width: int = WIDTH, left:
 def _greedy_columns(report: dict) -> tuple[list[str], list[list[str]]]:
     """Cost and greedy accuracy per task (and the mean over tasks) of every row."""
     mean = any("greedy" in r["mean"] for r in report["rows"]) and len(report["tasks"]) > 1
-    head = ["model", "steps", "train tokens", "search tokens", "wall s", *report["tasks"], *(["mean"] * mean)]
+    head = ["model", "steps", "train tokens", "search tokens", "select tokens", "wall s", *report["tasks"],
+            *(["mean"] * mean)]
     body = [[r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
-             _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get("greedy")) for t in report["tasks"]],
+             _fmt(r.get("select_tokens")), _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get("greedy")) for t in report["tasks"]],
              *([_fmt(r["mean"].get("greedy"))] * mean)] for r in report["rows"]]
     return head, body
 
@@ -323,7 +339,7 @@ def report_table(report: dict, console: Console | None = None) -> Table:
     for c in heads:
         table.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
     for r in report["rows"]:
-        tokens = None if r["train_tokens"] is None else r["train_tokens"] + (r["search_tokens"] or 0)
+        tokens = r.get("tokens")
         greedy = r["mean"].get("greedy") if r["mean"] else next(
             (res.get("greedy") for res in r["results"].values()), None)
         diff = (vs.get(r["name"]) or {}).get("pooled", {}).get(pooled) if pooled else None

@@ -24,6 +24,7 @@ def tiny_run(tmp_path_factory):
     data["gradient"].update(steps=3, baseline_snapshot_every=2)  # baseline: ceil(9 / 0.9) = 10 steps
     data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
     data["eval"].update(k=[1, 2], n=2, pass_k_limit=10)
+    data["search"].update(scale_scan=[0.5, 1.0, 2.0])  # also the `scaled` control's scales
     folder = tmp_path_factory.mktemp("pipeline")
     recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
     report = run(recipe, folder / "run", backend="hf")
@@ -34,7 +35,7 @@ def test_report_rows_costs_and_files(tiny_run):
     recipe, run_dir, report = tiny_run
     names = [r["name"] for r in report["rows"]]
     assert names == ["base", "dir-0", "dir-1", "dir-2", "uniform", "baseline@2", "baseline@4", "baseline@6",
-                     "baseline@8", "baseline", "hyper-es"]
+                     "baseline@8", "baseline", "hyper-es", "scaled"]
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["hyper-es"]["optimizer_steps"] == 9 and rows["baseline"]["optimizer_steps"] == 10
     assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1
@@ -42,6 +43,11 @@ def test_report_rows_costs_and_files(tiny_run):
     log = [json.loads(x) for x in (run_dir / "search" / "generations.jsonl").read_text().splitlines()]
     scan = json.loads((run_dir / "search" / "result.json").read_text()).get("scale_scan") or {}
     assert report["search"]["tokens"] == sum(r["tokens"] for r in log) + scan.get("tokens", 0)  # fitness tokens
+    val_tokens = json.loads((run_dir / "search" / "result.json").read_text())["val_tokens"]
+    assert rows["hyper-es"]["select_tokens"] == val_tokens > 0  # the search's validation scorings
+    assert rows["hyper-es"]["tokens"] == rows["hyper-es"]["train_tokens"] + report["search"]["tokens"] + val_tokens
+    cands = [r["val"]["tokens"] for r in report["rows"] if r["kind"] in ("base", "baseline", "baseline-snapshot")]
+    assert rows["baseline@4"]["select_tokens"] == sum(cands) and rows["baseline"]["select_tokens"] == 0
     assert rows["hyper-es"]["wall_s"] > rows["uniform"]["wall_s"] > 0
     assert 0 < rows["baseline@2"]["train_tokens"] < rows["baseline@8"]["train_tokens"] < rows["baseline"]["train_tokens"]
     for name in ("base", "baseline", "hyper-es"):  # the compared rows carry Pass@k and the full curve
@@ -81,13 +87,53 @@ def test_per_problem_records_and_paired_differences(tiny_run):
     assert (run_dir / "geometry.json").is_file() and (run_dir / "search" / "best.json").is_file()
 
 
+def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update(tiny_run):
+    """`scaled`: the scale of the baseline's update chosen on validation (ties: nearest 1), its ΔW exactly s·ΔW, the
+    engine's weights base + s·ΔW, and its cost the baseline's job plus the scan's validation tokens."""
+    from hyper_es.engine import inplace_engine
+    from hyper_es.evaluate.final import eval_set, plan_rows, row_vector
+    from hyper_es.merging import genome_for, recipe_genome
+    from hyper_es.rows import row_update
+
+    recipe, run_dir, report = tiny_run
+    chosen = json.loads((run_dir / "eval/val/scaled.json").read_text())
+    scan = {float(k): v for k, v in chosen["scan"].items()}
+    assert set(scan) == {0.5, 1.0, 2.0}
+    top = max(scan.values())
+    assert chosen["scale"] == min((s for s, v in scan.items() if v == top), key=lambda s: abs(s - 1.0))
+    assert chosen["tokens"] == sum(json.loads((run_dir / f"eval/val/scaled@{s:g}.json").read_text())["tokens"]
+                                   for s in scan) > 0
+    baseline, scaled = row_update(run_dir, "baseline", recipe), row_update(run_dir, "scaled", recipe)
+    assert all(torch.equal(scaled[t], chosen["scale"] * baseline[t]) for t in baseline)
+    rows = {r["name"]: r for r in report["rows"]}
+    assert rows["scaled"]["optimizer_steps"] == rows["baseline"]["optimizer_steps"]
+    assert rows["scaled"]["train_tokens"] == rows["baseline"]["train_tokens"]
+    assert rows["scaled"]["select_tokens"] == chosen["tokens"]
+    assert rows["scaled"]["tokens"] == rows["baseline"]["train_tokens"] + chosen["tokens"]
+    ds, names, snaps = eval_set(run_dir)
+    layout, settings = recipe_genome(recipe, ds)
+    genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
+                        per_direction_density=True)
+    row = next(r for r in plan_rows(run_dir, names, snaps) if r.name == "baseline")
+    row.weights = {"baseline": chosen["scale"]}
+    engine, _ = inplace_engine(recipe, "hf", ds, genome, settings, run_dir / "eval" / "engine-check", seed=0)
+    try:
+        base = {t: w.clone() for t, w in engine.weights().items()}
+        engine.set_genome(row_vector(row, genome, names, recipe.merge.density, recipe.merge.lam))
+        params = dict(engine.model.named_parameters()) if hasattr(engine, "model") else engine.params
+        for t, d in baseline.items():
+            assert torch.allclose(params[t].float(), base[t] + chosen["scale"] * d, atol=1e-6), t
+    finally:
+        engine.close()
+
+
 def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
     """The base (step 0), the baseline and each snapshot carry a greedy validation score (the search's val rows,
     with its tokens); the report names the best (ties: fewer steps, so the base on a tie) and pairs every row with
     it too."""
     recipe, run_dir, report = tiny_run
     rows = {r["name"]: r for r in report["rows"]}
-    scored = {n: r["val"]["mean"] for n, r in rows.items() if "val" in r}
+    scored = {n: r["val"]["mean"] for n, r in rows.items() if "val" in r and n != "scaled"}
     assert set(scored) == {"base", "baseline@2", "baseline@4", "baseline@6", "baseline@8", "baseline"}
     assert all(rows[n]["val"]["tokens"] > 0 and rows[n]["val"]["seconds"] > 0 for n in scored)
     assert all(rows[n]["val"]["rows"] == recipe.search.val_size for n in scored)

@@ -95,3 +95,30 @@ def test_scale_scan_ties_go_to_the_scale_nearest_one(tmp_path):
     peaked = scale_scan(lambda x: SimpleNamespace(reward=float(x[0] == 0.5), tokens=1), genome,
                         genome.initial("ones"), [0.25, 0.5, 1.0], tmp_path / "peaked")
     assert peaked["best_scale"] == 0.5 and peaked["x0"] == [0.5] * 4
+
+
+def test_the_search_counts_every_token_its_engine_generates(tmp_path, monkeypatch):
+    """Fitness (scale scan and generations) plus validation (re-scores, guard, rows) = every token generated."""
+    from hyper_es.engine.hf import HFGenerator
+
+    recipe_path = write_recipe(tmp_path, directions=2, steps=1)
+    data = hx.load_recipe(recipe_path).model_dump(mode="json")
+    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 2,
+                      "x0": "ones", "scale_scan": [0.5, 1.0], "reward": "dense_reward:length_fraction"}
+    recipe = hx.recipe.recipe_from_dict(data, recipe_path)
+    collect(recipe, tmp_path / "run")
+    generated, original = [0], HFGenerator.generate
+
+    def counting(self, prompts, sampling, seeds=None):
+        out = original(self, prompts, sampling, seeds)
+        generated[0] += sum(len(c) for cs in out for c in cs)
+        return out
+
+    monkeypatch.setattr(HFGenerator, "generate", counting)
+    result = search(recipe, tmp_path / "run", backend="hf", score_test=False)
+    log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
+    fitness = sum(r["tokens"] for r in log) + result["scale_scan"]["tokens"]
+    assert result["val_tokens"] > sum(r["val_tokens"] for r in log) > 0  # the guard's and the rows' too
+    assert fitness + result["val_tokens"] == generated[0]
+    assert result["stage_seconds"] >= result["search_seconds"] > 0

@@ -190,11 +190,12 @@ def test_the_console_summary_is_one_row_per_model_within_100_columns():
     paired = paired_differences(rows, tasks, ["basic_arithmetic_long_name", "chain_sum"], B=500, seed=0)
     report = _report(rows, paired)
     for r in report["rows"]:
-        r.update(optimizer_steps=1234, train_tokens=1_234_567, search_tokens=12_345_678, wall_s=12345.0)
+        r.update(optimizer_steps=1234, train_tokens=1_234_567, search_tokens=12_345_678, select_tokens=1_000,
+                 tokens=13_581_245, wall_s=12345.0)
     console = Console(width=CONSOLE_WIDTH, record=True)
     report_table(report, console)
     lines = console.export_text().splitlines()
     assert max(map(len, lines)) <= CONSOLE_WIDTH
     body = [ln for ln in lines if ln.startswith("│")]
     assert len(body) == len(rows)  # one line per model (the header has heavy borders)
-    assert any("hyper-es" in ln and "[" in ln and "13,580,245" in ln for ln in body)
+    assert any("hyper-es" in ln and "[" in ln and "13,581,245" in ln for ln in body)  # every token of the row

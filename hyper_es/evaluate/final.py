@@ -12,8 +12,10 @@ they keep, besides the aggregates, per-problem records for paired comparisons (`
 of them were correct), for the first `len(correct)` problems (`eval.pass_k_limit`). A completion is correct when its
 reward is >= 1, as in `evaluate_task`.
 
-The baseline and its snapshots are also scored greedy on the search's validation rows (RUN/eval/val/<row>.json), so
-the report can name the baseline's best adapter by validation (early stopping) without looking at test.
+The base, the baseline and its snapshots are also scored greedy on the search's validation rows
+(RUN/eval/val/<row>.json), so the report can name the baseline's best adapter by validation (early stopping; the
+base is its step 0) without looking at test. The `scaled` control (base + s·ΔW of the baseline, s chosen on the
+same validation rows from the search's scale scan) is chosen there too.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
+VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
@@ -183,6 +186,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             scores = validation_scores(*engine_for(row), val, recipe.search.val_size)
             logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
             write_json_atomic(out / "val" / f"{row.name}.json", scores)
+        scaled = scaled_row(recipe, rows, val, out, engine_for) if test else None
+        rows += [scaled] if scaled else []
+        candidates = [r for r in rows if r.kind in BASELINE_KINDS]  # every one, whatever is tested below
         if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
             best = best_by_validation([{"name": r.name, "steps": r.steps, "val": _read_val(out, r.name)}
                                        for r in rows if r.kind in BASELINE_KINDS])
@@ -200,9 +206,36 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             held[0].close()
     if not test:
         return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
-                for r in rows if r.kind in BASELINE_KINDS and val]
+                for r in candidates if val]
     return [{**_read_row(out / f"{r.name}.json"),
-             **({"val": _read_val(out, r.name)} if r.kind in BASELINE_KINDS and val else {})} for r in rows]
+             **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val else {})} for r in rows]
+
+
+def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> Row | None:
+    """The `scaled` control: base + s·ΔW of the baseline's final adapter, s from the search's `scale_scan`, chosen
+    on the validation rows (ties: the scale nearest 1). Each scale's scores are kept in eval/val/scaled@<s>.json
+    and the choice in eval/val/scaled.json (with the tokens and seconds of the whole scan), so it resumes."""
+    baseline = next((r for r in rows if r.kind == "baseline"), None)
+    scales = recipe.search.scale_scan
+    if baseline is None or not scales or not val:
+        return None
+    path = out / "val" / "scaled.json"
+    if not path.is_file():
+        scan = {}
+        for sc in scales:
+            f = out / "val" / f"scaled@{sc:g}.json"
+            if not f.is_file():
+                row = Row(f"scaled@{sc:g}", "scaled", {"baseline": sc}, raw=True, steps=baseline.steps)
+                write_json_atomic(f, validation_scores(*engine_for(row), val, recipe.search.val_size))
+            scan[sc] = read_json(f, "delete it to score that scale again")
+        top = max(v["mean"] for v in scan.values())
+        best = min((sc for sc, v in scan.items() if v["mean"] == top), key=lambda sc: abs(sc - 1.0))
+        logger.info("scaled: %s -> scale %g", ", ".join(f"{sc:g}: {v['mean']:.3f}" for sc, v in scan.items()), best)
+        write_json_atomic(path, {**scan[best], "scale": best, "scan": {f"{sc:g}": v["mean"] for sc, v in scan.items()},
+                                 "tokens": sum(v["tokens"] for v in scan.values()),
+                                 "seconds": sum(v["seconds"] for v in scan.values())})
+    scale = read_json(path, "delete it to scan the scales again")["scale"]
+    return Row("scaled", "scaled", {"baseline": scale}, raw=True, steps=baseline.steps)
 
 
 def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:

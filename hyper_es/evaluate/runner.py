@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +40,12 @@ class TaskResult:
         return d
 
 
+def problem_seed(seed: int, task: str, row_id: str) -> int:
+    """The sampling seed of one problem: from the evaluation seed, the task and the row id, so every model scored
+    with the same seed sees the same random numbers on a problem (common random numbers for paired Pass@k)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{task}:{row_id}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,
                   ks: tuple[int, ...] = (1,), limit: int | None = None) -> TaskResult:
     """Score `n` completions per problem; a completion counts as correct when its reward is 1."""
@@ -49,7 +56,8 @@ def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test",
     t0, failed = time.perf_counter(), rewards.failures()
     prompts = task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
                               max_tokens=sampling.max_tokens)
-    outputs = gen.generate(prompts, sampling)
+    seeds = None if sampling.greedy else [problem_seed(sampling.seed, task.name, r["id"]) for r in rows]
+    outputs = gen.generate(prompts, sampling, seeds)
     records, counts, scored, tokens = [], [], [], 0
     for row, outs in zip(rows, outputs, strict=True):
         texts, scores = score_completions(tokenizer, task, row, outs, sampling.stop)

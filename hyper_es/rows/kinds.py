@@ -1,6 +1,6 @@
 """The row registry: every kind of row a run compares declares, in one place, how its weight update ΔW is built,
-what it cost (optimizer steps, generated training tokens, search/ES tokens, wall seconds) and whether the final
-evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py), the report and `row_update` read it."""
+what it cost (optimizer steps, generated training tokens, search/ES fitness tokens, the validation tokens spent to
+choose it, wall seconds) and whether the final evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py), the report and `row_update` read it."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from hyper_es.directions.manifest import read_manifest
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
 
-Cost = tuple  # (optimizer steps, train tokens, search tokens, wall seconds); None where unknown
+Cost = tuple  # (optimizer steps, train tokens, search tokens, select tokens, wall seconds); None where unknown
 
 
 @dataclass(frozen=True)
 class RowKind:
     name: str
     pass_k: bool  # also sampled n times per problem for Pass@k (costly: only the rows the report compares)
-    cost: Callable[[Path, dict, dict], Cost]  # (run_dir, row {"name", "steps"}, context {"dirs", "search"})
+    cost: Callable[[Path, dict, dict], Cost]  # (run_dir, row {"name", "steps"}, context {"dirs", "search", "val"})
     update: Callable[[Path, str, object], dict[str, torch.Tensor]] | None  # (run_dir, row name, recipe) -> ΔW
 
 
@@ -32,30 +32,49 @@ def jobs_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
 
 
 def _base_cost(run_dir, row, ctx) -> Cost:
-    return row["steps"], 0, 0, 0.0
+    return row["steps"], 0, 0, 0, 0.0
 
 
 def _job_cost(run_dir, row, ctx) -> Cost:
     steps, tokens, wall = jobs_cost(run_dir, [row["name"]])
-    return steps, tokens, 0, wall
+    return steps, tokens, 0, 0, wall
+
+
+def _baseline_cost(run_dir, row, ctx) -> Cost:
+    """The baseline's job (the final adapter: no choice made on validation)."""
+    return _job_cost(run_dir, {**row, "name": "baseline"}, ctx)
 
 
 def _uniform_cost(run_dir, row, ctx) -> Cost:
     steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
-    return steps, tokens, 0, wall
+    return steps, tokens, 0, 0, wall
 
 
 def _hyper_es_cost(run_dir, row, ctx) -> Cost:
     steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
     search = ctx["search"]
-    return steps, tokens, search["tokens"], wall + (search["seconds"] or 0.0)
+    return steps, tokens, search["tokens"], search["val_tokens"], wall + (search["seconds"] or 0.0)
 
 
 def _snapshot_cost(run_dir, row, ctx) -> Cost:
-    """The baseline run's tokens up to the snapshot (its token curve); no wall time of its own."""
-    curve = dict(map(tuple, read_manifest(run_dir / "directions" / "baseline").get("token_curve") or []))
-    steps = row["steps"]
-    return steps, int(curve[steps]) if steps in curve else None, 0, None
+    """The baseline run's tokens up to the snapshot (its token curve) and its wall time pro rata; choosing it
+    (early stopping) scored every candidate of the baseline on validation."""
+    job = read_manifest(run_dir / "directions" / "baseline")
+    curve, steps = dict(map(tuple, job.get("token_curve") or [])), row["steps"]
+    return (steps, int(curve[steps]) if steps in curve else None, 0, ctx["val"]["baseline"],
+            job["wall_seconds"] * steps / job["optimizer_steps"] + ctx["val"]["baseline_s"])
+
+
+def _scaled_cost(run_dir, row, ctx) -> Cost:
+    """The baseline's job, then the scale scan on validation (its tokens are the row's selection cost)."""
+    steps, tokens, wall = jobs_cost(run_dir, ["baseline"])
+    return steps, tokens, 0, ctx["val"]["scaled"], wall + ctx["val"]["scaled_s"]
+
+
+def _scaled_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """The baseline's ΔW times the scale chosen on validation (eval/val/scaled.json)."""
+    scale = read_json(run_dir / "eval" / "val" / "scaled.json", "delete it to scan the scales again")["scale"]
+    return {t: scale * d for t, d in _adapter_update(run_dir, "baseline", recipe).items()}
 
 
 def _es_cost(run_dir, row, ctx) -> Cost:
@@ -69,16 +88,17 @@ def _es_cost(run_dir, row, ctx) -> Cost:
         run_dir, ["baseline"] if start == "baseline" else ctx["dirs"])
     search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
     wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
-    return steps, tokens, search_tokens, wall
+    select = es.get("val_tokens", 0) + (search["val_tokens"] if start == "hyper-es" else 0)
+    return steps, tokens, search_tokens, select, wall
 
 
 def _es_grpo_cost(run_dir, row, ctx) -> Cost:
     """ES's cost, then the GRPO-LoRA job trained on ES's weights."""
     from hyper_es.es.history import grpo_folder
 
-    steps, tokens, search_tokens, wall = _es_cost(run_dir, row, ctx)
+    steps, tokens, search_tokens, select, wall = _es_cost(run_dir, row, ctx)
     job = read_manifest(grpo_folder(run_dir))
-    return steps + job["optimizer_steps"], tokens + job["tokens"], search_tokens, wall + job["wall_seconds"]
+    return steps + job["optimizer_steps"], tokens + job["tokens"], search_tokens, select, wall + job["wall_seconds"]
 
 
 def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
@@ -137,7 +157,8 @@ KINDS = {k.name: k for k in (
     RowKind("direction", False, _job_cost, _adapter_update),
     RowKind("uniform", False, _uniform_cost, None),
     RowKind("baseline-snapshot", False, _snapshot_cost, _adapter_update),
-    RowKind("baseline", True, _job_cost, _adapter_update),
+    RowKind("baseline", True, _baseline_cost, _adapter_update),
+    RowKind("scaled", False, _scaled_cost, _scaled_update),
     RowKind("es", True, _es_cost, _es_update),
     RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
     RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
@@ -145,9 +166,9 @@ KINDS = {k.name: k for k in (
 
 
 def kind_of(row: str) -> RowKind:
-    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, es / <start>+es,
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, scaled, es / <start>+es,
     …es+grpo, baseline, baseline@N, else a direction."""
-    if row in ("base", "uniform", "hyper-es", "baseline"):
+    if row in ("base", "uniform", "hyper-es", "baseline", "scaled"):
         return KINDS[row]
     if row.endswith("es+grpo"):
         return KINDS["es-grpo"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -82,14 +83,22 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
                           done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
 
+        val_tokens = [0]  # every validation scoring of the stage (re-scores, guard, rows): part of its cost
+
+        def on_val(x) -> Score:
+            score = scorer.score(x, val)
+            val_tokens[0] += score.tokens
+            return score
+
         def extra(xs, scores: list[Score]) -> dict:
-            """The generation's record beyond fitness: the top candidates re-scored on validation, the time split,
-            reward errors and the installed update's fidelity."""
+            """The generation's record beyond fitness: the top candidates re-scored on validation (and the tokens
+            that took), the time split, reward errors and the installed update's fidelity."""
             fitness = [sc.reward for sc in scores]
             top = np.argsort(fitness)[::-1][: s.rescore_top]
+            before = val_tokens[0]
+            vals = [{"fitness": fitness[i], "val": on_val(xs[i]).reward, "x": xs[i].tolist()} for i in top]
             return {**{key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")},
-                    "val": [{"fitness": fitness[i], "val": scorer.score(xs[i], val).reward, "x": xs[i].tolist()}
-                            for i in top],
+                    "val": vals, "val_tokens": val_tokens[0] - before,
                     "reward_errors": sum(sc.reward_errors for sc in scores),
                     "fidelity_max": max(sc.fidelity for sc in scores),
                     "fidelity_mean": float(np.mean([sc.fidelity for sc in scores]))}
@@ -108,7 +117,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
         x_best = np.array(best["x"])
-        decision, vals = guard(lambda x: scorer.score(x, val), x0, x_best) if s.guard else (None, {})
+        t_after = time.perf_counter()
+        val_tokens[0] = 0  # from here: the guard's and the rows' scorings (the generations' are in their records)
+        decision, vals = guard(on_val, x0, x_best) if s.guard else (None, {})
         if decision and decision["kept"] == "x0":
             x_best = np.asarray(x0)
         vals["hyper-es"] = vals.get("search" if decision and decision["kept"] == "search" else "x0")
@@ -118,9 +129,13 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                   "stop": state.stop, "scale_scan": scan, "guard": decision, "best_val_generation_entry": best,
                   "rows": {}}
         for name, x in refs.items():  # val_per_row: per validation problem, in task then row order (paired use)
-            v = vals.get(name) or scorer.score(x, val)
+            v = vals.get(name) or on_val(x)
             result["rows"][name] = {"val": v.reward, "val_per_row": v.per_row,
                                     "test": scorer.score(x, test).reward if test else None}
+        result["val_tokens"] = val_tokens[0] + sum(r.get("val_tokens", 0) for r in state.history)
+        # The stage's wall time: the scan, the generations (their re-scores included) and what follows them; the
+        # engine's start is not in it (it differs between a first run and a resume).
+        result["stage_seconds"] = ((scan or {}).get("seconds", 0.0) + state.seconds + time.perf_counter() - t_after)
         engine.restore()
     finally:
         if tracker:

@@ -11,6 +11,7 @@ its starting point, so a noisy search never makes the model worse than its start
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ def scale_scan(score, genome, x0, scales: list[float], out: Path) -> dict:
             raise DataError(f"{path}: made for scales {scan.get('scales')}, the recipe has {list(scales)}; delete it "
                             f"and checkpoint.json to search again")
         return scan
+    t0 = time.perf_counter()
     scores = [score(genome.scaled(x0, s)) for s in scales]
     fitness = [sc.reward for sc in scores]
     # Ties (common on a few dozen 0/1 rewards) go to the scale nearest 1, x0 itself.
@@ -42,7 +44,7 @@ def scale_scan(score, genome, x0, scales: list[float], out: Path) -> dict:
     scan = {"scales": list(scales), "fitness": fitness, "best_scale": scales[best],
             "x0": genome.scaled(x0, scales[best]).tolist(),
             "sigma0": max(step * float(np.sqrt(np.mean(coef ** 2))), 1e-3),
-            "evals": len(scales), "tokens": sum(sc.tokens for sc in scores)}
+            "evals": len(scales), "tokens": sum(sc.tokens for sc in scores), "seconds": time.perf_counter() - t0}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, scan)
     logger.info("scale scan: %s -> start at scale %g, sigma0 %.3f",

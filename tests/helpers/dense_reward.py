@@ -17,3 +17,8 @@ def raises_on_digits(completion: str, reference) -> float:
 def length_fraction(completion: str, reference) -> float:
     """Completion length over 64 characters: > 0 for any output, even the random tiny model's."""
     return min(1.0, len(completion) / 64)
+
+
+def even_length(completion: str, reference) -> float:
+    """1 when the completion has an even number of characters: a coin flip per random sample, for A/A checks."""
+    return float(len(completion) % 2 == 0)
