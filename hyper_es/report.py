@@ -264,7 +264,8 @@ def _greedy_columns(report: dict) -> tuple[list[str], list[list[str]]]:
     head = ["model", "steps", "train tokens", "search tokens", "select tokens", "wall s", *report["tasks"],
             *(["mean"] * mean)]
     body = [[r["name"], _fmt(r["optimizer_steps"]), _fmt(r["train_tokens"]), _fmt(r["search_tokens"]),
-             _fmt(r.get("select_tokens")), _fmt(r["wall_s"], 0), *[_fmt(r["results"].get(t, {}).get("greedy")) for t in report["tasks"]],
+             _fmt(r.get("select_tokens")), _fmt(r["wall_s"], 0),
+             *[_fmt(r["results"].get(t, {}).get("greedy")) for t in report["tasks"]],
              *([_fmt(r["mean"].get("greedy"))] * mean)] for r in report["rows"]]
     return head, body
 

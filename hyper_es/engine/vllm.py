@@ -48,9 +48,8 @@ class VLLMGenerator:
         self.on_cpu = not torch.cuda.is_available()
         if self.on_cpu:
             cpu_env_defaults()
+            engine_kwargs.setdefault("enable_chunked_prefill", False)  # so per-request seeds work (see above)
         self.max_model_len = max_model_len
-        if self.on_cpu:
-            engine_kwargs.setdefault("enable_chunked_prefill", False)
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
         engine_kwargs.setdefault("worker_extension_cls", lifeline.EXTENSION)

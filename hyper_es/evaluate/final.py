@@ -191,7 +191,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         candidates = [r for r in rows if r.kind in BASELINE_KINDS]  # every one, whatever is tested below
         if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
             best = best_by_validation([{"name": r.name, "steps": r.steps, "val": _read_val(out, r.name)}
-                                       for r in rows if r.kind in BASELINE_KINDS])
+                                       for r in candidates])
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]

@@ -1,6 +1,7 @@
 """The row registry: every kind of row a run compares declares, in one place, how its weight update ΔW is built,
 what it cost (optimizer steps, generated training tokens, search/ES fitness tokens, the validation tokens spent to
-choose it, wall seconds) and whether the final evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py), the report and `row_update` read it."""
+choose it, wall seconds) and whether the final evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py),
+the report and `row_update` read it."""
 
 from __future__ import annotations
 
@@ -38,11 +39,6 @@ def _base_cost(run_dir, row, ctx) -> Cost:
 def _job_cost(run_dir, row, ctx) -> Cost:
     steps, tokens, wall = jobs_cost(run_dir, [row["name"]])
     return steps, tokens, 0, 0, wall
-
-
-def _baseline_cost(run_dir, row, ctx) -> Cost:
-    """The baseline's job (the final adapter: no choice made on validation)."""
-    return _job_cost(run_dir, {**row, "name": "baseline"}, ctx)
 
 
 def _uniform_cost(run_dir, row, ctx) -> Cost:
@@ -157,7 +153,7 @@ KINDS = {k.name: k for k in (
     RowKind("direction", False, _job_cost, _adapter_update),
     RowKind("uniform", False, _uniform_cost, None),
     RowKind("baseline-snapshot", False, _snapshot_cost, _adapter_update),
-    RowKind("baseline", True, _baseline_cost, _adapter_update),
+    RowKind("baseline", True, _job_cost, _adapter_update),  # the final adapter: no choice made on validation
     RowKind("scaled", False, _scaled_cost, _scaled_update),
     RowKind("es", True, _es_cost, _es_update),
     RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
