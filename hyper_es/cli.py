@@ -148,9 +148,11 @@ def collect(
 ) -> None:
     """Gradient stage: K short GRPO-LoRA jobs → RUN/directions/<name>/ (adapter + manifest)."""
     from hyper_es.directions.collect import collect as run_collect
+    from hyper_es.evaluate.pass_rates import measure_difficulty
     from hyper_es.recipe import load_recipe
 
-    folders = run_collect(load_recipe(recipe), out, baseline=baseline or baseline_only, directions=not baseline_only)
+    folders = run_collect(load_recipe(recipe), out, baseline=baseline or baseline_only, directions=not baseline_only,
+                          measure=measure_difficulty)
     from hyper_es.directions import DirectionSet
     from hyper_es.io import write_json_atomic
     from hyper_es.report import directions_table, geometry_table

@@ -59,7 +59,7 @@ def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
                 raise HyperESError(f"{arch.name}.json: mergekit filters put '{t}' in module group '{first}', its "
                                    f"module_groups in '{arch.module_group(t)}'")
     coef = genome.coefficients(x)
-    dens = genome.densities(x, settings.density)
+    dens = genome.layer_densities(x, settings.density)
     per_layer = lambda d, m: [coef[genome.key_for(arch.layer_prefix(i), d)[:2] + (m,)]  # noqa: E731
                               for i in range(genome.num_layers)]
     models = []
@@ -68,7 +68,9 @@ def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
             weight = [{"filter": f, "value": per_layer(d, m)} for m, f in filters] + [{"value": per_layer(d, "other")}]
         else:
             weight = per_layer(d, "all")
-        models.append({"model": _model_ref(ds, k), "parameters": {"weight": weight, "density": dens[d]}})
+        per_layer_density = [dens[(genome.key_for(arch.layer_prefix(i), d)[0], d)] for i in range(genome.num_layers)]
+        density = per_layer_density if genome.per_layer_density else per_layer_density[0]  # mergekit: a list per layer
+        models.append({"model": _model_ref(ds, k), "parameters": {"weight": weight, "density": density}})
     return {
         "merge_method": settings.method,
         "base_model": str(ds.base_path),
@@ -81,7 +83,7 @@ def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
 
 def export_mergekit(ds, genome: Genome, x, settings: MergeSettings, out: str | Path) -> Path:
     out = Path(out)
-    if settings.density < 1 or genome.per_direction_density:
+    if settings.density < 1 or genome.density_keys:
         logger.warning("density < 1: mergekit draws its own random DARE masks, so its result will differ")
     if settings.consensus != "sum" and settings.method in ("ties", "dare_ties"):
         raise HyperESError("mergekit's ties/dare_ties use sign election by sum; consensus 'count' has no equivalent")

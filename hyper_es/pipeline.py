@@ -43,6 +43,7 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     """The whole pipeline; returns the report (also written to RUN/report.json and RUN/report.md)."""
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.collect import collect
+    from hyper_es.evaluate.pass_rates import measure_difficulty
     from hyper_es.io import write_json_atomic
     from hyper_es.search.run import search
 
@@ -50,7 +51,7 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     if recipe.method == "es":
         return run_es_method(recipe, run_dir, backend=backend)
     logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
-    collect(recipe, run_dir, baseline=True)
+    collect(recipe, run_dir, baseline=True, measure=lambda r, d: measure_difficulty(r, d, backend=backend))
     if not (run_dir / "geometry.json").is_file():
         write_json_atomic(run_dir / "geometry.json", DirectionSet.from_run(run_dir).geometry())
     if (run_dir / "search" / "result.json").is_file():

@@ -164,7 +164,13 @@ class GradientConfig(Strict):
 
     tasks: list[str] | None = None
     directions: PosInt = 3
-    vary: list[Literal["seed", "shard", "learning_rate"]] = Field(default_factory=lambda: ["seed"])
+    vary: list[Literal["seed", "shard", "learning_rate", "difficulty", "task"]] = Field(
+        default_factory=lambda: ["seed"], description="what differs between the jobs: seed, shard, learning_rate, "
+        "difficulty (bins of the base model's pass rate), task (one task per job, or per group of jobs)")
+    difficulty_rows: PosInt = Field(256, description="vary: difficulty: the first N train rows of each task whose "
+                                    "base pass rate is measured; the jobs train on bins of them")
+    difficulty_samples: Annotated[int, Field(ge=2)] = Field(
+        4, description="vary: difficulty: completions per row for the pass rate (at the gradient temperature)")
     jobs: list[JobOverride] = Field(default_factory=list)
     steps: PosInt = 20
     learning_rate: Annotated[float, Field(gt=0)] = 1e-4
@@ -210,7 +216,12 @@ class GradientConfig(Strict):
             )
         if len(self.jobs) > self.directions:
             raise ValueError(f"{len(self.jobs)} jobs given but directions is {self.directions}")
+        if "difficulty" in self.vary and "shard" in self.vary:
+            raise ValueError("vary: difficulty and shard both split the train rows; use one of them")
         if self.directions_from == "snapshots":
+            if {"difficulty", "task", "shard"} & set(self.vary):
+                raise ValueError(f"directions_from: snapshots makes every direction from one run on all the data, "
+                                 f"so vary cannot split it ({', '.join(self.vary)})")
             total = sum((j.steps if j.steps else self.steps) for j in self.jobs) + self.steps * (
                 self.directions - len(self.jobs))
             if self.baseline_steps is not None and self.baseline_steps < total:
@@ -230,8 +241,17 @@ class MergeConfig(Strict):
     lam: float = 1.0
     layer_group_size: PosInt = 1
     module_groups: bool = False
-    per_direction_density: bool = False
+    per_direction_density: bool = Field(False, description="search one DARE density per direction")
+    per_layer_density: bool = Field(
+        False, description="search one DARE density per layer group per direction, beside its coefficient (the "
+        "TIES weight): the paper's genome")
     seed: NonNegInt = 0
+
+    @model_validator(mode="after")
+    def _density_layout(self) -> MergeConfig:
+        if self.per_direction_density and self.per_layer_density:
+            raise ValueError("per_direction_density and per_layer_density: choose one density layout")
+        return self
 
 
 class SearchConfig(Strict):
@@ -407,7 +427,15 @@ class Recipe(Strict):
                     raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
                 if getattr(self.task(ref), split) is None:
                     raise ValueError(f"@{stage}.tasks[{i}]: task '{ref}' has no {split} split")
+        g, trained = self.gradient, self.training_task_names()
+        if "task" in g.vary and trained and g.directions % len(trained):
+            raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "
+                             f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")
         return self
+
+    def training_task_names(self) -> list[str]:
+        """The gradient stage's tasks: `gradient.tasks`, else every task with a train split."""
+        return self.gradient.tasks or [t.name for t in self.tasks if t.train is not None]
 
     @property
     def base_dir(self) -> Path:

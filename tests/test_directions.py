@@ -57,6 +57,9 @@ def test_collect_writes_adapters_and_manifests(run):
     assert m["optimizer_steps"] == 3 and m["completions"] == 12 and m["prompts"] == 6
     assert m["job"]["seed"] == 1 and m["lora"]["r"] == 4 and len(m["reward_curve"]) == 3
     assert len(m["base"]["sha256"]) == 64 and m["versions"]["trl"] and m["wall_seconds"] > 0
+    # tokens: generated tokens only (TRL's num_tokens, prompts included, is seen_tokens)
+    assert m["tokens"] == m["token_curve"][-1][1] and abs(m["tokens"] - m["mean_completion_length"] * 12) <= 1
+    assert 0 < m["tokens"] < m["seen_tokens"] and [s for s, _ in m["token_curve"]] == [1, 2, 3]
     assert (run / "recipe.yaml").is_file()
     ds = hx.DirectionSet.from_run(run)
     assert ds.names == ["dir-0", "dir-1", "dir-2"]

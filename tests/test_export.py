@@ -40,15 +40,22 @@ def setup(tiny_path, adapters):
     return ds, genome, x, base
 
 
-@pytest.mark.parametrize("normalize", [False, True])
-def test_mergekit_yaml_reproduces_density_one_merge(setup, tmp_path, normalize):
+@pytest.mark.parametrize("normalize,per_layer", [(False, False), (True, False), (False, True)])
+def test_mergekit_yaml_reproduces_density_one_merge(setup, tmp_path, normalize, per_layer):
+    """With per-layer densities (all 1 here, so mergekit's own masks keep everything) the YAML carries one density
+    per layer, which mergekit accepts and applies per layer."""
     from mergekit.config import MergeConfiguration
     from mergekit.merge import run_merge
     from mergekit.options import MergeOptions
 
     ds, genome, x, base = setup
+    if per_layer:
+        genome = genome_for(ds, layer_group_size=2, module_groups=True, per_layer_density=True)
+        x = np.concatenate([x, np.ones(len(genome.density_keys))])
     settings = MergeSettings(density=1.0, normalize=normalize)
     path = export_mergekit(ds, genome, x, settings, tmp_path / "merge.yaml")
+    densities = [m["parameters"]["density"] for m in yaml.safe_load(path.read_text())["models"]]
+    assert all(d == [1.0] * genome.num_layers if per_layer else d == 1.0 for d in densities)
     config = MergeConfiguration.model_validate(yaml.safe_load(path.read_text()))
     run_merge(config, str(tmp_path / "out"), MergeOptions(lora_merge_cache=str(tmp_path / "cache"),
                                                            lora_merge_dtype="float32"))

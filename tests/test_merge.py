@@ -224,3 +224,39 @@ def test_fused_combine_equals_eager():
                                                (False, "sum", False)]:
                 kw = dict(ties=ties, consensus=consensus, normalize=normalize, lam=0.7)
                 torch.testing.assert_close(fused(deltas, w, **kw), combine(deltas, w, **kw), rtol=0, atol=1e-6)
+
+
+def test_per_layer_density_dare_ties_by_hand(base_sd, ds):
+    """The paper's genome: a DARE density and a TIES weight per layer group per direction. Every merged tensor
+    equals the DARE-TIES formula computed here by hand: mask with that group's density, L1 rescale, weight,
+    elect the sign by the sum, keep the agreeing entries."""
+    g = genome_for(ds, layer_group_size=2, per_layer_density=True)
+    assert g.layer_groups == ["L0-1", "L2-3"] and g.size == 2 * 3 * 2
+    assert g.density_keys == [(grp, d) for grp in ("L0-1", "L2-3") for d in NAMES]
+    weights = {("L0-1", "a"): 0.7, ("L0-1", "b"): -0.4, ("L0-1", "c"): 1.3,
+               ("L2-3", "a"): 0.2, ("L2-3", "b"): 1.1, ("L2-3", "c"): 0.5}
+    dens = {("L0-1", "a"): 0.3, ("L0-1", "b"): 0.9, ("L0-1", "c"): 0.6,
+            ("L2-3", "a"): 1.0, ("L2-3", "b"): 0.15, ("L2-3", "c"): 0.5}
+    x = g.vector({(grp, d, "all"): w for (grp, d), w in weights.items()}, dens)
+    assert x[:6].tolist() == [weights[k] for k in g.density_keys] and x[6:].tolist() == [dens[k] for k in g.density_keys]
+    assert g.layer_densities(x, 1.0) == dens
+    merged = hx.merge(base_sd, ds, x, genome=g, method="dare_ties", seed=5)
+    for t in ds.tensor_names():
+        grp = "L0-1" if int(t.split(".")[2]) < 2 else "L2-3"
+        pos = neg = torch.zeros_like(base_sd[t])
+        for k, name in enumerate(NAMES):
+            delta, p = ds.delta(k, t), dens[(grp, name)]
+            if p < 1:
+                masked = delta * dare_mask(delta.shape, p, 5, k, t)
+                delta = masked * (delta.abs().sum() / masked.abs().sum())
+            wd = weights[(grp, name)] * delta
+            pos, neg = pos + wd.clamp(min=0), neg + wd.clamp(max=0)
+        expected = base_sd[t] + torch.where(pos + neg >= 0, pos, neg)
+        assert torch.allclose(merged[t], expected, atol=1e-7, rtol=0), t
+    g2, x2 = Genome.from_json(g.to_json(x))
+    assert g2 == g and np.array_equal(x2, x)
+    assert "dens L2-3" in g.table(x)
+    with pytest.raises(HyperESError, match="use layer_densities"):
+        g.densities(x, 1.0)
+    with pytest.raises(HyperESError, match="choose one density layout"):
+        genome_for(ds, per_direction_density=True, per_layer_density=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.jobs import plan_baseline, plan_directions
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.directions.train import run_job
@@ -50,8 +51,11 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
     tmp.replace(path)
 
 
-def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, directions: bool = True) -> list[Path]:
-    """Run every planned job that has not finished yet; return the finished job folders in plan order."""
+def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, directions: bool = True,
+            measure=None) -> list[Path]:
+    """Run every planned job that has not finished yet; return the finished job folders in plan order. Jobs binned
+    by difficulty need the base pass rates: `measure(recipe, run_dir)` writes them first (the pipeline and the CLI
+    pass evaluate/pass_rates.measure_difficulty; the engines are a layer above this one)."""
     from hyper_es import models
     from hyper_es.models.identity import weights_hash
 
@@ -70,6 +74,12 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
         else:
             pending.append(job)
         done.append(folder)
+    if any(j.by_difficulty for j in pending) and not difficulty_path(run_dir).is_file():
+        if measure is None:
+            raise HyperESError(f"{difficulty_path(run_dir)}: gradient.vary: difficulty needs the base pass rates; "
+                               f"`hyper-es run` and `hyper-es collect` measure them")
+        logger.info("measuring the base pass rates of the train rows (gradient.vary: difficulty)")
+        measure(recipe, run_dir)
     if pending and recipe.executor.kind == "ray":
         from hyper_es.directions.ray_jobs import run_jobs_on_ray
 

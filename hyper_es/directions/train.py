@@ -12,6 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
+from hyper_es.directions.difficulty import difficulty_bin, read_difficulty
 from hyper_es.directions.jobs import SNAPSHOTS, JobSpec, snapshot_steps
 from hyper_es.directions.manifest import MANIFEST, versions
 from hyper_es.errors import HyperESError
@@ -24,7 +25,7 @@ logger = logging.getLogger(__name__)
 
 
 def training_tasks(recipe: Recipe) -> list[Task]:
-    names = recipe.gradient.tasks or [t.name for t in recipe.tasks if t.train is not None]
+    names = recipe.training_task_names()
     if not names:
         raise HyperESError("the gradient stage needs a task with a train split")
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
@@ -34,13 +35,19 @@ def training_tasks(recipe: Recipe) -> list[Task]:
 
 
 def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int | None = None,
-                  max_tokens: int | None = None) -> list[dict]:
-    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task. With a
-    tokenizer and `max_len`, prompts that leave no room for `max_tokens` are refused (or cut: `prompt.truncate`)."""
+                  max_tokens: int | None = None, pass_rates: dict | None = None) -> list[dict]:
+    """Prompt + reward reference per row; a job with a shard sees rows shard::num_shards of each task, or with
+    `by_difficulty` the shard-th bin of the measured rows by base pass rate (`pass_rates`: difficulty.json), and a
+    job with a task only that task's rows. With a tokenizer and `max_len`, prompts that leave no room for
+    `max_tokens` are refused (or cut: `prompt.truncate`)."""
     rows = []
     for task in tasks:
+        if job.task is not None and task.name != job.task:
+            continue
         data = task.rows("train")
-        if job.shard is not None:
+        if job.by_difficulty:
+            data = difficulty_bin(data, pass_rates, task.name, job.shard, job.num_shards)
+        elif job.shard is not None:
             data = data[job.shard :: job.num_shards]
         if tokenizer is not None and max_len:
             data = task.fit(tokenizer, data, max_len, max_tokens)
@@ -178,7 +185,8 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     funcs, weights = reward_functions(recipe, tasks)
     model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
                              trust_remote_code=recipe.model.trust_remote_code)
-    rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length)
+    rates = read_difficulty(run_dir, recipe) if job.by_difficulty else None
+    rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length, rates)
     if start:
         add_update(model, start)
     lora = job.lora
@@ -212,6 +220,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     history = trainer.state.log_history
     g = recipe.gradient
     completions = trainer.state.global_step * g.batch_size * trainer.args.gradient_accumulation_steps
+    curve = generated_curve(history, g.batch_size * trainer.args.gradient_accumulation_steps)
     write_json_atomic(adapter / MANIFEST, {
         "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
         "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
@@ -220,14 +229,17 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
         if start else None,
         "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
                  "dropout": lora.dropout},
-        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora"}),
-        "tasks": [t.name for t in tasks], "train_rows": len(rows),
+        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora", "difficulty_rows",
+                                      "difficulty_samples"}),
+        "tasks": [job.task] if job.task else [t.name for t in tasks], "train_rows": len(rows),
         "optimizer_steps": trainer.state.global_step,
         "completions": completions, "prompts": completions // g.num_generations,
-        "tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
+        # tokens: generated (completion) tokens, as every other row counts them; seen_tokens: TRL's num_tokens,
+        # prompts included (manifests written before generated tokens were counted have only that, as `tokens`)
+        "tokens": curve[-1][1] if curve else 0, "token_curve": curve,
+        "seen_tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
         "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
         "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
-        "token_curve": [[h["step"], h["num_tokens"]] for h in history if "num_tokens" in h and "reward" in h],
         "wall_seconds": seconds, "versions": versions(),
     })
     if final.exists():
@@ -250,6 +262,16 @@ def add_update(model, update: dict) -> None:
         for n, d in update.items():
             p = params[n]
             p.copy_((p.float() + d.to(p.device, torch.float32)).to(p.dtype))
+
+
+def generated_curve(history: list[dict], per_step: int) -> list[list[int]]:
+    """[[step, generated tokens up to it]]: each logged step's mean completion length × its completions."""
+    curve, total = [], 0.0
+    for h in history:
+        if "completions/mean_length" in h and "reward" in h:
+            total += h["completions/mean_length"] * per_step
+            curve.append([h["step"], round(total)])
+    return curve
 
 
 def _mean(values) -> float | None:

@@ -132,14 +132,14 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
 
 
 def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:
-    """The row as a vector of the eval genome (one density per direction). Hyper-ES takes the coefficients and,
-    with `per_direction_density`, the densities of the genome it was searched with (best.json)."""
+    """The row as a vector of the eval genome (densities per direction, or per layer group and direction).
+    Hyper-ES takes the coefficients and the densities of the genome it was searched with (best.json)."""
     named = dict.fromkeys(genome.keys, 0.0)
-    dens = {d: (1.0 if row.raw else density) for d in search_names}
+    dens: dict = {d: (1.0 if row.raw else density) for d in search_names}
     if row.searched is not None:
         searched, x = row.searched
         named.update(searched.coefficients(x))
-        dens.update(searched.densities(x, density))
+        dens.update(searched.layer_densities(x, density))
     for key in genome.keys:
         if key[1] in row.weights:
             named[key] = row.weights[key[1]] / (lam if row.raw else 1.0)
@@ -173,7 +173,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             layout, settings = recipe_genome(recipe, ds)
             layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
-                                per_direction_density=True)
+                                per_direction_density=not layout.per_layer_density,
+                                per_layer_density=layout.per_layer_density)
             engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
             engine.show_progress = True
             held.extend([engine, tok, genome])

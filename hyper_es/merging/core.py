@@ -159,8 +159,9 @@ class MergePlan:
         self._combine = fused_combine() if fused else combine
         index = {key: i for i, key in enumerate(genome.keys)}
         self.key_idx = {t: [index[genome.key_for(t, d)] for d in ds.names] for t in self.tensors}
+        self.group = {t: genome.key_for(t, ds.names[0])[0] for t in self.tensors}
         self._prepared: dict[str, torch.Tensor] = {}
-        if prepare and not genome.per_direction_density:
+        if prepare and not genome.density_keys:
             dens = dict.fromkeys(ds.names, settings.density)
             self._prepared = {t: self._deltas(t, dens) for t in self.tensors}
 
@@ -182,11 +183,11 @@ class MergePlan:
         """(tensor name, merged ΔW) for every touched tensor, for genome vector x."""
         x = self.genome.check(x)
         coef = torch.tensor(x[: len(self.genome.keys)], dtype=torch.float64)
-        dens = self.genome.densities(x, self.s.density)
+        dens = self.genome.layer_densities(x, self.s.density)
         for t in self.tensors:
             d = self._prepared.get(t)
             if d is None:
-                d = self._deltas(t, dens)
+                d = self._deltas(t, {name: dens[(self.group[t], name)] for name in self.ds.names})
             w = coef[self.key_idx[t]].to(self.device)
             yield t, self._combine(d, w, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
                              lam=self.s.lam)
@@ -203,13 +204,14 @@ class MergePlan:
 
 
 def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
-               per_direction_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
+               per_direction_density: bool = False, per_layer_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
     """A genome for this DirectionSet: the family and its number of layers read from the base config."""
     arch = architectures.for_model(ds.base_path)
     layers = arch.num_layers(architectures.load_config(ds.base_path))
     return Genome.for_tensors(ds.names, ds.tensor_names(), layers, architecture=arch.name,
                               layer_group_size=layer_group_size, module_groups=module_groups,
-                              per_direction_density=per_direction_density, bounds=tuple(bounds))
+                              per_direction_density=per_direction_density, per_layer_density=per_layer_density,
+                              bounds=tuple(bounds))
 
 
 def global_weights(ds, weights: Mapping[str, float]) -> tuple[Genome, np.ndarray]:

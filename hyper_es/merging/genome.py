@@ -26,6 +26,7 @@ class Genome:
     layer_group_size: int = 1
     module_groups: bool = False
     per_direction_density: bool = False
+    per_layer_density: bool = False  # a DARE density per (layer group, direction), searched with the coefficients
     non_layer: bool = False  # a coefficient group for tensors outside the transformer layers
     bounds: tuple[float, float] = (-1.0, 2.0)
     density_bounds: tuple[float, float] = (0.05, 1.0)
@@ -34,6 +35,8 @@ class Genome:
     def __post_init__(self):
         if not self.directions or self.num_layers < 1 or self.layer_group_size < 1:
             raise HyperESError("a genome needs ≥1 direction, ≥1 layer and layer_group_size ≥ 1")
+        if self.per_direction_density and self.per_layer_density:
+            raise HyperESError("per_direction_density and per_layer_density: choose one density layout")
         self.arch  # noqa: B018 - an unknown family fails here, with the table's error
 
     @property
@@ -65,8 +68,15 @@ class Genome:
         return [(g, d, m) for g in self.layer_groups for d in self.directions for m in mods]
 
     @property
+    def density_keys(self) -> list[tuple[str, str]]:
+        """(layer group or "all", direction) of each density gene, after the coefficients in the vector."""
+        if self.per_layer_density:
+            return [(g, d) for g in self.layer_groups for d in self.directions]
+        return [("all", d) for d in self.directions] if self.per_direction_density else []
+
+    @property
     def size(self) -> int:
-        return len(self.keys) + (len(self.directions) if self.per_direction_density else 0)
+        return len(self.keys) + len(self.density_keys)
 
     def key_for(self, tensor: str, direction: str) -> tuple[str, str, str]:
         """Which coefficient scales `direction` on `tensor`."""
@@ -87,10 +97,10 @@ class Genome:
         x = np.asarray(x, dtype=np.float64).reshape(-1)
         if x.size != self.size:
             raise HyperESError(f"genome vector has {x.size} values, expected {self.size} "
-                               f"({len(self.keys)} coefficients{' + densities' if self.per_direction_density else ''})")
+                               f"({len(self.keys)} coefficients{' + densities' if self.density_keys else ''})")
         if not np.all(np.isfinite(x)):
             raise HyperESError(f"genome vector has non-finite values at positions {np.flatnonzero(~np.isfinite(x))[:5].tolist()}")
-        if self.per_direction_density:
+        if self.density_keys:
             dens = x[len(self.keys):]
             if np.any(dens <= 0) or np.any(dens > 1):
                 raise HyperESError(f"densities must be in (0, 1], got {dens.tolist()}")
@@ -100,8 +110,9 @@ class Genome:
         x = self.check(x)
         return dict(zip(self.keys, x[: len(self.keys)].tolist()))
 
-    def vector(self, named: dict[tuple[str, str, str], float], densities: dict[str, float] | None = None) -> np.ndarray:
-        """Named coefficients {(layer group, direction, module group): value} → flat vector (all keys required)."""
+    def vector(self, named: dict[tuple[str, str, str], float], densities: dict | None = None) -> np.ndarray:
+        """Named coefficients {(layer group, direction, module group): value} → flat vector (all keys required).
+        `densities`: {direction: d} or {(layer group, direction): d}; a density not given is 1."""
         groups, mods = set(self.layer_groups), set(MODULE_GROUPS if self.module_groups else ("all",))
         for g, d, m in named:
             if g not in groups:
@@ -114,15 +125,25 @@ class Genome:
         if missing:
             raise HyperESError(f"{len(missing)} coefficients missing, first {'/'.join(missing[0])}")
         x = [named[k] for k in self.keys]
-        if self.per_direction_density:
-            x += [(densities or {})[d] if d in (densities or {}) else 1.0 for d in self.directions]
+        dens = densities or {}
+        x += [dens[(g, d)] if (g, d) in dens else dens.get(d, 1.0) for g, d in self.density_keys]
         return self.check(x)
 
     def densities(self, x, default: float) -> dict[str, float]:
+        """One density per direction (`default` without density genes)."""
+        if self.per_layer_density:
+            raise HyperESError("this genome has a density per layer group; use layer_densities")
         x = self.check(x)
         if not self.per_direction_density:
             return dict.fromkeys(self.directions, default)
         return dict(zip(self.directions, x[len(self.keys):].tolist()))
+
+    def layer_densities(self, x, default: float) -> dict[tuple[str, str], float]:
+        """{(layer group, direction): density} for every layer group, whatever the density layout."""
+        x = self.check(x)
+        genes = dict(zip(self.density_keys, x[len(self.keys):].tolist()))
+        return {(g, d): genes.get((g, d), genes.get(("all", d), default))
+                for g in self.layer_groups for d in self.directions}
 
     def initial(self, kind: str | list[float] = "uniform", density: float = 1.0) -> np.ndarray:
         """x0: 'zeros' (the base), 'uniform' (1/K each), 'ones' (plain task arithmetic), or an explicit list."""
@@ -132,11 +153,11 @@ class Genome:
         if kind not in starts:
             raise HyperESError(f"unknown initial point '{kind}'; expected zeros, uniform, ones or a list")
         c = starts[kind]
-        dens = [density] * len(self.directions) if self.per_direction_density else []
+        dens = [density] * len(self.density_keys)
         return np.array([c] * len(self.keys) + dens, dtype=np.float64)
 
     def lower_upper(self) -> tuple[np.ndarray, np.ndarray]:
-        n, k = len(self.keys), len(self.directions) if self.per_direction_density else 0
+        n, k = len(self.keys), len(self.density_keys)
         lo = [self.bounds[0]] * n + [self.density_bounds[0]] * k
         hi = [self.bounds[1]] * n + [self.density_bounds[1]] * k
         return np.array(lo), np.array(hi)
@@ -149,8 +170,7 @@ class Genome:
 
     def uniform(self, value: float) -> np.ndarray:
         """Every coefficient equal (densities at 1)."""
-        return np.array([value] * len(self.keys) + ([1.0] * len(self.directions) if self.per_direction_density
-                                                    else []), dtype=np.float64)
+        return np.array([value] * len(self.keys) + [1.0] * len(self.density_keys), dtype=np.float64)
 
     # --- presentation -----------------------------------------------------------------------------------------
     def table(self, x) -> str:
@@ -162,14 +182,22 @@ class Genome:
             lines.append(g.ljust(10) + "".join(f"{coef[(g, d, m)]:14.4f}" for d in self.directions for m in mods))
         if self.per_direction_density:
             lines.append("density".ljust(10) + "".join(f"{v:14.4f}" for v in self.densities(x, 1.0).values()))
+        if self.per_layer_density:
+            dens = self.layer_densities(x, 1.0)
+            lines += [f"dens {g}".ljust(10) + "".join(f"{dens[(g, d)]:14.4f}" for d in self.directions for _ in mods)
+                      for g in self.layer_groups]
         return "\n".join(lines)
 
     def to_json(self, x=None) -> str:
         data = {"genome": {**asdict(self), "directions": list(self.directions)}}
+        if not self.per_layer_density:  # genomes written before it existed read the same
+            del data["genome"]["per_layer_density"]
         if x is not None:
             data["values"] = {"/".join(k): v for k, v in self.coefficients(x).items()}
             if self.per_direction_density:
                 data["densities"] = self.densities(x, 1.0)
+            if self.per_layer_density:
+                data["densities"] = {f"{g}/{d}": v for (g, d), v in self.layer_densities(x, 1.0).items()}
         return json.dumps(data, indent=1)
 
     @classmethod
@@ -187,7 +215,8 @@ class Genome:
             if "values" not in data:
                 return genome, None
             named = {tuple(k.split("/")): v for k, v in data["values"].items()}
-            return genome, genome.vector(named, data.get("densities"))
+            dens = {(tuple(k.split("/")) if "/" in k else k): v for k, v in (data.get("densities") or {}).items()}
+            return genome, genome.vector(named, dens)
         except (KeyError, TypeError, ValueError, AttributeError, HyperESError) as exc:
             what = text if is_path else "genome JSON"
             raise DataError(f"{what}: not a genome ({type(exc).__name__}: {str(exc)[:80]}); {fix}") from None

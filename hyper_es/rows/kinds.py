@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
@@ -32,6 +33,16 @@ def jobs_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
     return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
 
 
+def directions_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
+    """The directions' jobs, plus the base pass-rate measurement that binned them (`vary: difficulty`)."""
+    steps, tokens, wall = jobs_cost(run_dir, names)
+    path = difficulty_path(run_dir)
+    if path.is_file():
+        measured = read_json(path, "delete it to measure again")
+        tokens, wall = tokens + int(measured.get("tokens", 0)), wall + float(measured.get("seconds", 0.0))
+    return steps, tokens, wall
+
+
 def _base_cost(run_dir, row, ctx) -> Cost:
     return row["steps"], 0, 0, 0, 0.0
 
@@ -42,12 +53,12 @@ def _job_cost(run_dir, row, ctx) -> Cost:
 
 
 def _uniform_cost(run_dir, row, ctx) -> Cost:
-    steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
+    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
     return steps, tokens, 0, 0, wall
 
 
 def _hyper_es_cost(run_dir, row, ctx) -> Cost:
-    steps, tokens, wall = jobs_cost(run_dir, ctx["dirs"])
+    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
     search = ctx["search"]
     return steps, tokens, search["tokens"], search["val_tokens"], wall + (search["seconds"] or 0.0)
 
@@ -80,8 +91,8 @@ def _es_cost(run_dir, row, ctx) -> Cost:
 
     es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
     start, search = es_start(run_dir), ctx["search"]
-    steps, tokens, wall = (0, 0, 0.0) if start == "base" else jobs_cost(
-        run_dir, ["baseline"] if start == "baseline" else ctx["dirs"])
+    steps, tokens, wall = ((0, 0, 0.0) if start == "base" else jobs_cost(run_dir, ["baseline"])
+                           if start == "baseline" else directions_cost(run_dir, ctx["dirs"]))
     search_tokens = es.get("tokens", 0) + (search["tokens"] if start == "hyper-es" else 0)
     wall += (es.get("seconds") or 0.0) + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
     select = es.get("val_tokens", 0) + (search["val_tokens"] if start == "hyper-es" else 0)

@@ -92,13 +92,21 @@ def close(got, want) -> bool:
     return got == want
 
 
+def close_stats(got: dict, want: dict) -> bool:
+    """An update's sum, L1 and L2 norms equal within float32 rounding (1e-6 of the L1 norm, which bounds every
+    entry's share: the sum cancels, so it is compared on the norm's scale): torch's float32 kernels round
+    differently on another CPU's vector units."""
+    scale = want["l1"]
+    return got.keys() == want.keys() and all(abs(got[k] - want[k]) <= 1e-6 * scale for k in want)
+
+
 def check(got: dict, want: dict) -> None:
     """`got` (from `observed`) matches the recorded values; the updates bitwise, or (where this CPU rounds
     differently) by their norms."""
     for key in want:
         if key.endswith("_update"):
-            assert got[key] == want[key] or close(got[f"{key}_stats"], want[f"{key}_stats"]), key
-        else:
+            assert got[key] == want[key] or close_stats(got[f"{key}_stats"], want[f"{key}_stats"]), key
+        elif not key.endswith("_update_stats"):
             assert close(got[key], want[key]), key
 
 
