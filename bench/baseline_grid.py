@@ -5,8 +5,9 @@ candidate. Per seed, every run resumes from its folder.
     python bench/baseline_grid.py --root ROOT/decide2 --seeds 0 1 2     # writes ROOT/decide2/seed<N>/lr_grid.json
 
 A learning rate scores its best trained adapter by validation (a snapshot or the final; ties: fewer steps). The
-grid starts at `--lrs`; while the best is its smallest (largest) learning rate, half that (twice that) is added,
-at most `--max-lrs` in all. The baseline row of a seed is then the best candidate by validation at the chosen
+grid starts at `--lrs` (a grid begun earlier goes on from its recorded start, and a recorded lr is kept as
+recorded); while the best is its smallest (largest) learning rate, half that (twice that) is added, at most
+`--max-lrs` in all. The baseline row of a seed is then the best candidate by validation at the chosen
 learning rate, the base included (that is, no training is a candidate too).
 """
 
@@ -83,23 +84,25 @@ def score_lr(recipe_path: Path, root: Path, seed: int, lr: float) -> dict:
 def tune(recipe_path: Path, root: Path, seed: int, lrs: list[float], max_lrs: int = 6) -> dict:
     """The bracketed grid of one seed (resumes; the result in ROOT/seed<N>/lr_grid.json)."""
     out = root / f"seed{seed}" / "lr_grid.json"
-    grid = {float(k): v for k, v in read_json(out, "delete it to redo")["lrs"].items()} if out.is_file() else {}
-    todo = sorted(set(lrs) | set(grid))  # a finished lr is read back from its folder (no engine is started)
+    old = read_json(out, "delete it to redo") if out.is_file() else {}
+    grid = {float(k): v for k, v in old.get("lrs", {}).items()}  # a recorded lr is kept as recorded
+    start = [float(v) for v in old.get("start", lrs)]  # a grid goes on from the start it was begun with
+    todo = sorted(set(start) - set(grid))
     while True:
         for lr in todo:
             grid[lr] = score_lr(recipe_path, root, seed, lr)
-            _write(out, seed, grid, None)
+            _write(out, seed, grid, None, start)
         add = next_lr({lr: g["val"] for lr, g in grid.items()}, max_lrs)
         if add is None:
             break
         todo = [add]
     chosen = max(grid, key=lambda lr: (grid[lr]["val"], -lr))
-    return _write(out, seed, grid, chosen)
+    return _write(out, seed, grid, chosen, start)
 
 
-def _write(out: Path, seed: int, grid: dict, chosen: float | None) -> dict:
+def _write(out: Path, seed: int, grid: dict, chosen: float | None, start: list[float]) -> dict:
     lrs = sorted(grid)
-    result = {"seed": seed, "chosen": chosen, "interior": chosen is not None and lrs[0] < chosen < lrs[-1],
+    result = {"seed": seed, "start": start, "chosen": chosen, "interior": chosen is not None and lrs[0] < chosen < lrs[-1],
               "lrs": {f"{lr:g}": grid[lr] for lr in lrs}, "criterion": CRITERION}
     if chosen is not None:  # the baseline row: the best candidate at the chosen lr, the base (step 0) included
         cands = grid[chosen]["candidates"]

@@ -89,7 +89,7 @@ def _read_log(path: Path) -> list[dict]:
 
 def trained_tasks(recipe, tasks: list[str]) -> list[str]:
     """The evaluated tasks the directions were trained on: gradient.tasks, else every task with a train split."""
-    trained = recipe.gradient.tasks or [t.name for t in recipe.tasks if t.train is not None]
+    trained = recipe.training_task_names()
     return [t for t in tasks if t in trained]
 
 
