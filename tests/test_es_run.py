@@ -271,6 +271,8 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     report = run_report(recipe, tmp_path / "run", rows)
     row = next(r for r in report["rows"] if r["name"] == "es")
     assert row["optimizer_steps"] == 0 and row["search_tokens"] == result["tokens"] > 0
+    start, final = (json.loads((tmp_path / "run" / "es" / f).read_text()) for f in ("start.json", "final.json"))
+    assert row["select_tokens"] == result["val_tokens"] == start["tokens"] + final["tokens"] > 0  # the guard's
     assert "es" in report["paired"]["vs"]["baseline"]
     from hyper_es.analyze.coverage import analyze_coverage
 

@@ -82,7 +82,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result = {"iterations": len(history), "kept_iterations": kept, "seconds": time.perf_counter() - t0,
               "guard": decision,
               "val": {"start": start.reward, "es": final.reward},
-              "tokens": spent}
+              "tokens": spent, "val_tokens": start.tokens + final.tokens}  # fitness; the guard's two scorings
     write_json_atomic(out / "result.json", result)
     return result
 

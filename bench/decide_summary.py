@@ -1,0 +1,242 @@
+"""The re-decision's summary from the artefacts bench/decide.py copies (bench/results/decide2/seed<N>/<stage>/):
+every Hyper-ES row minus every control, greedy test accuracy, paired bootstrap 95% CIs per seed and pooled over
+seeds (problems resampled within seed × task), the seed-level mean and range, cost, the goal, and the figures.
+
+    python bench/decide.py --summary-only          # writes summary.json, summary.md, accuracy_cost.png
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hyper_es.evaluate import stats
+from hyper_es.evaluate.final import row_values
+from hyper_es.io import read_json, write_json_atomic
+
+BEST = None  # the stage's baseline_best (the best candidate by validation, the base as step 0)
+ROWS = {  # label -> (stage, row name in that stage's run folder)
+    "base": ("main", "base"),
+    "baseline": ("main", "baseline"),
+    "baseline-best": ("main", BEST),
+    "scaled": ("main", "scaled"),
+    "grpo-equal-compute": ("equal", BEST),
+    "hyper-es": ("main", "hyper-es"),
+    "hyper-es-difficulty": ("difficulty", "hyper-es"),
+}
+CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
+METHODS = ("hyper-es", "hyper-es-difficulty")
+REFS = (*CONTROLS, "baseline", "base")
+PASS_K = ("pass@1", "pass@8")
+TRANSFER = "gsm8k"
+
+
+def _report(folder: Path) -> dict | None:
+    path = folder / "report.json"
+    return read_json(path, "re-run that stage of bench/decide.py") if path.is_file() else None
+
+
+def resolve(seed_dir: Path) -> dict[str, dict]:
+    """label -> {"folder", "row" (the report row), "trained"} for every row whose stage has finished."""
+    out = {}
+    for label, (stage, name) in ROWS.items():
+        report = _report(seed_dir / stage)
+        if report is None:
+            continue
+        name = name or (report.get("baseline_best") or {}).get("name")
+        row = next((r for r in report["rows"] if r["name"] == name), None)
+        if row is not None:
+            out[label] = {"folder": seed_dir / stage, "row": row, "trained": report["paired"]["pooled"].get(
+                "trained", []), "tasks": report["tasks"]}
+    return out
+
+
+def _strata(a: dict, b: dict, tasks: list[str], metric: str, what: str) -> list:
+    return [stats.align(*row_values(a["folder"], a["row"]["name"], t, metric),
+                        *row_values(b["folder"], b["row"]["name"], t, metric), what=f"{what} {t}") for t in tasks]
+
+
+def summarize(results: Path, seeds: list[int]) -> dict:
+    per, strata = {}, {}
+    for seed in seeds:
+        rows = resolve(results / f"seed{seed}")
+        if "base" not in rows:
+            continue
+        trained = rows["base"]["trained"]
+        transfer = [t for t in rows["base"]["tasks"] if t == TRANSFER]
+        entry = {"rows": {label: _row_entry(r, trained) for label, r in rows.items()}, "vs": {}}
+        for m in METHODS:
+            for c in REFS:
+                if m not in rows or c not in rows:
+                    continue
+                key = f"{m} - {c}"
+                for group, tasks, metric in (("trained", trained, "greedy"), (TRANSFER, transfer, "greedy"),
+                                             *((k, trained, k) for k in PASS_K)):
+                    if not tasks or (metric != "greedy" and not (_sampled(rows[m]) and _sampled(rows[c]))):
+                        continue
+                    st = _strata(rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
+                    entry["vs"].setdefault(key, {})[group] = stats.paired_bootstrap(st).to_dict()
+                    strata.setdefault(key, {}).setdefault(group, {})[seed] = st
+                    if group == "trained":
+                        for t, s in zip(tasks, st):
+                            entry["vs"][key][t] = stats.paired_bootstrap([s]).to_dict()
+        per[seed] = entry
+    pooled = {}
+    for key, groups in strata.items():
+        for group, by_seed in groups.items():
+            diffs = [per[s]["vs"][key][group]["diff"] for s in by_seed]
+            pooled.setdefault(key, {})[group] = {
+                **stats.paired_bootstrap([x for st in by_seed.values() for x in st]).to_dict(),
+                "seeds": sorted(by_seed), "seed_mean": sum(diffs) / len(diffs), "seed_min": min(diffs),
+                "seed_max": max(diffs), "seeds_ahead": sum(d > 0 for d in diffs)}
+    return {"seeds": per, "pooled": pooled, "goal": {m: goal(per, pooled, m, seeds) for m in METHODS},
+            "pooling": "mean over seed × task strata, equal weights; problems resampled within each stratum",
+            "B": stats.B_DEFAULT, "seed": stats.SEED_DEFAULT}
+
+
+def _sampled(r: dict) -> bool:
+    return any("pass@1" in res for res in r["row"]["results"].values())
+
+
+def _row_entry(r: dict, trained: list[str]) -> dict:
+    row = r["row"]
+    greedy = {t: res["greedy"] for t, res in row["results"].items()}
+    return {"name": row["name"], "steps": row["optimizer_steps"], "train_tokens": row["train_tokens"],
+            "search_tokens": row["search_tokens"], "select_tokens": row["select_tokens"], "tokens": row["tokens"],
+            "wall_s": row["wall_s"], "greedy": greedy,
+            "trained": sum(greedy[t] for t in trained) / len(trained) if trained else None,
+            "val": (row.get("val") or {}).get("mean")}
+
+
+def goal(per: dict, pooled: dict, method: str, seeds: list[int]) -> dict:
+    """≥ the strongest control + 1 point pooled, CI above 0, ahead in ≥ 2 of 3 seeds, ≤ 90% of the baseline's
+    steps, no GSM8K loss beyond its CI. The strongest control: the highest pooled trained-task accuracy."""
+    have = [c for c in CONTROLS if (pooled.get(f"{method} - {c}") or {}).get("trained")]
+    if not have:
+        return {"status": "incomplete", "why": f"no control is paired with {method} yet"}
+    strongest = max(have, key=lambda c: pooled[f"{method} - {c}"]["trained"]["b"])
+    d, t = pooled[f"{method} - {strongest}"]["trained"], pooled[f"{method} - {strongest}"].get(TRANSFER)
+    ratio = max((e["rows"][method]["steps"] / e["rows"]["baseline"]["steps"] for e in per.values()
+                 if method in e["rows"] and "baseline" in e["rows"]), default=None)
+    checks = {"at_least_1_point": d["diff"] >= 0.01, "ci_low_above_0": d["low"] > 0,
+              "ahead_in_2_of_3_seeds": d["seeds_ahead"] >= 2, "steps_at_most_90pct": ratio is not None and ratio <= 0.9,
+              "gsm8k_no_loss_beyond_ci": t is None or t["high"] >= 0}
+    complete = len(d["seeds"]) == len(seeds) and set(have) == set(CONTROLS)
+    return {"strongest_control": strongest, "controls_paired": have, "seeds": d["seeds"],
+            "diff_points": round(100 * d["diff"], 2), "ci": [round(100 * d["low"], 2), round(100 * d["high"], 2)],
+            "steps_ratio_max": ratio, **checks,
+            "status": ("reached" if all(checks.values()) else "not reached") if complete else "incomplete"}
+
+
+def _fmt(d: dict | None) -> str:
+    return "—" if d is None else f"{100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
+
+
+def markdown(summary: dict, results: Path) -> str:
+    lines = ["# Re-decision: Hyper-ES against the strongest simple controls (SmolLM2-135M, leak-free splits)", "",
+             "Greedy test accuracy and what each row cost (generated tokens: train = GRPO completions and the "
+             "difficulty measurement, search = fitness, select = validation scorings to choose it):", "",
+             "| seed | row | adapter | steps | train | search | select | total tokens | wall s | val | trained tasks "
+             "| gsm8k |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for seed, e in summary["seeds"].items():
+        for label, r in e["rows"].items():
+            val = "—" if r["val"] is None else f"{r['val']:.3f}"
+            lines.append(f"| {seed} | {label} | {r['name']} | {r['steps']} | {_n(r['train_tokens'])} | "
+                         f"{_n(r['search_tokens'])} | {_n(r['select_tokens'])} | {_n(r['tokens'])} | "
+                         f"{_n(r['wall_s'])} | {val} | {r['trained']:.4f} | "
+                         f"{r['greedy'].get(TRANSFER, float('nan')):.2f} |")
+    lines += ["", "Differences, greedy, points, paired bootstrap 95% CI (trained tasks pooled; per seed, then pooled "
+              "over seeds with the seed-level mean [min, max]):", "",
+              "| comparison | " + " | ".join(f"seed {s}" for s in summary["seeds"]) + " | pooled | seed mean [min, max] "
+              "| gsm8k pooled |", "|---|" + "---|" * (len(summary["seeds"]) + 3)]
+    for key, groups in summary["pooled"].items():
+        if "trained" not in groups:
+            continue
+        p = groups["trained"]
+        cells = [_fmt(summary["seeds"][s]["vs"].get(key, {}).get("trained")) for s in summary["seeds"]]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {_fmt(p)} | {100 * p['seed_mean']:+.1f} "
+                     f"[{100 * p['seed_min']:+.1f}, {100 * p['seed_max']:+.1f}] | {_fmt(groups.get(TRANSFER))} |")
+    sampled = [(k, g) for k, g in summary["pooled"].items() if any(m in g for m in PASS_K)]
+    if sampled:
+        lines += ["", "Pass@k (n = 8, T = 1, the first 200 test problems of each trained task, per-problem seeds), "
+                  "pooled over seeds, points:", "", "| comparison | pass@1 | pass@8 |", "|---|---|---|"]
+        lines += [f"| {k} | {_fmt(g.get('pass@1'))} | {_fmt(g.get('pass@8'))} |" for k, g in sampled]
+    lines += ["", "Goal: ≥ the strongest control + 1 point pooled, CI above 0, ahead in ≥ 2 of 3 seeds, ≤ 90% of the "
+              "baseline's steps, no GSM8K loss beyond its CI:"]
+    lines += [f"- {m}: **{g['status']}** ({json.dumps({k: v for k, v in g.items() if k != 'status'})})"
+              for m, g in summary["goal"].items()]
+    if (results / "accuracy_cost.png").is_file():
+        lines += ["", "![accuracy against generated tokens and wall time](accuracy_cost.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def _n(v) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def curves(seed_dir: Path, stage: str) -> list[tuple[int, float, float]]:
+    """(generated training tokens, wall s, validation accuracy) of every candidate of a stage's GRPO run."""
+    folder = seed_dir / stage
+    manifest = folder / "directions" / "baseline" / "manifest.json"
+    if not manifest.is_file():
+        return []
+    m = read_json(manifest, "")
+    tokens = dict(map(tuple, m.get("token_curve") or []))
+    out = []
+    for f in sorted((folder / "eval" / "val").glob("baseline*.json")):
+        step = m["optimizer_steps"] if f.stem == "baseline" else int(f.stem.partition("@")[2])
+        if step in tokens:
+            out.append((tokens[step], m["wall_seconds"] * step / m["optimizer_steps"], read_json(f, "")["mean"]))
+    return sorted(out)
+
+
+def figure(summary: dict, results: Path) -> Path | None:
+    """Test accuracy (trained tasks) against total generated tokens and wall time per row and seed, and the
+    GRPO-LoRA runs' candidates on validation beside them."""
+    if not summary["seeds"]:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(12, 9))
+    colors = {label: f"C{i}" for i, label in enumerate(ROWS)}
+    markers = "osD^v"
+    for i, (seed, e) in enumerate(summary["seeds"].items()):
+        for label, r in e["rows"].items():
+            for ax, x in ((axes[0][0], r["tokens"]), (axes[0][1], r["wall_s"])):
+                if x:
+                    ax.scatter(x, r["trained"], color=colors[label], marker=markers[i % 5],
+                               label=label if i == 0 else None)
+        for stage, style in (("main", "-"), ("equal", "--")):
+            pts = curves(results / f"seed{seed}", stage)
+            for ax, k in ((axes[1][0], 0), (axes[1][1], 1)):
+                if pts:
+                    ax.plot([p[k] for p in pts], [p[2] for p in pts], style, color=f"C{i}", marker=".",
+                            label=f"seed {seed} {'baseline' if stage == 'main' else 'grpo-equal-compute'}")
+    titles = [["test, trained tasks: accuracy vs generated tokens", "test: accuracy vs wall seconds"],
+              ["GRPO-LoRA candidates, validation: vs generated tokens", "validation: vs wall seconds"]]
+    for r in range(2):
+        for c in range(2):
+            ax = axes[r][c]
+            ax.set_title(titles[r][c], fontsize=10)
+            ax.set_xscale("log")
+            ax.set_xlabel("generated tokens" if c == 0 else "wall seconds")
+            ax.set_ylabel("greedy accuracy")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = results / "accuracy_cost.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def write_summary(results: Path, seeds: list[int]) -> dict:
+    summary = summarize(results, seeds)
+    figure(summary, results)
+    write_json_atomic(results / "summary.json", summary)
+    (results / "summary.md").write_text(markdown(summary, results))
+    print(markdown(summary, results))
+    return summary

@@ -1,0 +1,53 @@
+"""The re-decision's summary (bench/decide_summary.py) on a small run folder written here: each difference is the
+mean of the paired per-problem differences, rows resolve across stages, and the goal waits for every control and
+seed."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import decide_summary as ds  # noqa: E402
+
+IDS = [str(i) for i in range(10)]
+
+
+def write_stage(folder: Path, rows: dict[str, list[int]], best: str) -> None:
+    (folder / "eval").mkdir(parents=True)
+    report_rows = []
+    for name, greedy in rows.items():
+        res = {"chain_sum": {"greedy": sum(greedy) / len(greedy), "problems": len(greedy),
+                             "records": {"ids": IDS, "greedy": greedy}}}
+        (folder / "eval" / f"{name}.json").write_text(json.dumps({"name": name, "kind": "x", "steps": 1,
+                                                                  "results": res}))
+        report_rows.append({"name": name, "optimizer_steps": 27 if "baseline" in name else 24, "train_tokens": 100,
+                            "search_tokens": 0, "select_tokens": 5, "tokens": 105, "wall_s": 1.0,
+                            "results": {"chain_sum": {"greedy": res["chain_sum"]["greedy"]}}})
+    (folder / "report.json").write_text(json.dumps({
+        "rows": report_rows, "tasks": ["chain_sum"], "baseline_best": {"name": best},
+        "paired": {"pooled": {"trained": ["chain_sum"]}}}))
+
+
+def test_summary_pairs_rows_across_stages(tmp_path):
+    seed = tmp_path / "seed0"
+    write_stage(seed / "main", {"base": [0] * 10, "baseline": [1] * 3 + [0] * 7, "baseline@3": [1] * 4 + [0] * 6,
+                                "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="baseline@3")
+    write_stage(seed / "equal", {"base": [0] * 10, "baseline@90": [1] * 7 + [0] * 3}, best="baseline@90")
+    s = ds.summarize(tmp_path, [0, 1, 2])
+    rows = s["seeds"][0]["rows"]
+    assert rows["baseline-best"]["name"] == "baseline@3" and rows["grpo-equal-compute"]["name"] == "baseline@90"
+    assert "hyper-es-difficulty" not in rows
+    vs = s["seeds"][0]["vs"]
+    assert vs["hyper-es - scaled"]["trained"]["diff"] == pytest.approx(0.1)
+    assert vs["hyper-es - grpo-equal-compute"]["trained"]["diff"] == pytest.approx(-0.1)
+    assert s["pooled"]["hyper-es - baseline-best"]["trained"]["seed_mean"] == pytest.approx(0.2)
+    g = s["goal"]["hyper-es"]
+    assert g["strongest_control"] == "grpo-equal-compute" and g["status"] == "incomplete"
+    assert g["steps_ratio_max"] == pytest.approx(24 / 27) and g["steps_at_most_90pct"]
+    assert s["goal"]["hyper-es-difficulty"]["status"] == "incomplete"
+    text = ds.markdown(s, tmp_path)
+    assert "| hyper-es - scaled | +10.0 [" in text and "**incomplete**" in text
+    ds.write_summary(tmp_path, [0, 1, 2])
+    assert (tmp_path / "accuracy_cost.png").stat().st_size > 0 and (tmp_path / "summary.json").is_file()
