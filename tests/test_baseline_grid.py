@@ -19,3 +19,31 @@ def test_an_lr_scores_its_best_trained_adapter_and_the_base_is_not_one():
     vals = [{"name": "base", "steps": 0, "val": {"mean": 0.9}}, {"name": "baseline@3", "steps": 3, "val": {"mean": 0.4}},
             {"name": "baseline@6", "steps": 6, "val": {"mean": 0.4}}, {"name": "baseline", "steps": 9, "val": {"mean": 0.2}}]
     assert bg.best_trained(vals)["name"] == "baseline@3"  # ties: fewer steps
+
+
+def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
+    import json
+    import os
+
+    import decide
+
+    main = tmp_path / "seed0-lr0.0005"
+    (main / "directions" / "baseline").mkdir(parents=True)
+    (main / "eval" / "val").mkdir(parents=True)
+    (main / "directions" / "baseline" / "manifest.json").write_text(json.dumps({
+        "name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 27, "completions": 432,
+        "tokens": 2700, "reward_curve": [], "wall_seconds": 1.0}))
+    for name in ("base", "baseline", "baseline@3", "scaled", "hyper-es", "uniform"):
+        (main / "eval" / f"{name}.json").write_text("{}")
+    (main / "eval" / "val" / "scaled@0.5.json").write_text("{}")
+    (main / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000}]}))
+    f = decide.folders(tmp_path, 0, 5e-4)
+    assert f["main"] == main and f["difficulty"].name == "seed0-lr0.0005-difficulty"
+    decide.link_shared(main, f["difficulty"], baseline=True)
+    linked = sorted(p.name for p in (f["difficulty"] / "eval").glob("*.json"))
+    assert linked == ["base.json", "baseline.json", "baseline@3.json", "scaled.json"]  # not hyper-es, not uniform
+    assert os.path.samefile(f["difficulty"] / "directions/baseline/manifest.json",
+                            main / "directions/baseline/manifest.json")
+    assert (f["difficulty"] / "eval/val/scaled@0.5.json").is_file()
+    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step
+    assert plan == {"budget_tokens": 90_000, "baseline_tokens_per_step": 100.0, "steps": 900, "snapshot_every": 100}
