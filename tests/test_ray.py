@@ -58,7 +58,7 @@ def test_a_ray_job_whose_worker_is_sigkilled_resumes_to_the_local_adapter(cluste
 
     import yaml
 
-    path = write_recipe(tmp_path, directions=1, steps=40, checkpoint_every=5)
+    path = write_recipe(tmp_path, directions=1, steps=24, checkpoint_every=5)
     data = yaml.safe_load(path.read_text())
     data["tasks"][0]["train"]["size"] = 8  # 2 prompts a step: 4 steps an epoch
     local = hx.recipe.recipe_from_dict(data, path)
@@ -80,7 +80,7 @@ def test_a_ray_job_whose_worker_is_sigkilled_resumes_to_the_local_adapter(cluste
     collect(local, tmp_path / "local")
     assert adapters(run) == adapters(tmp_path / "local") and len(adapters(run)) == 1
     manifest = json.loads((run / "directions" / "dir-0" / "manifest.json").read_text())
-    assert manifest["optimizer_steps"] == 40
+    assert manifest["optimizer_steps"] == 24
 
 
 def test_unreachable_address_is_one_clear_line(tmp_path):
