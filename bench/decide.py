@@ -83,17 +83,20 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     return f["difficulty"]
 
 
-def equal_plan(main: Path, baseline_every: int) -> dict:
-    """Steps for the baseline's generated tokens per step to reach the main Hyper-ES row's total tokens."""
+def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None) -> dict:
+    """Steps for the baseline's generated tokens per step to reach the main Hyper-ES row's total tokens (at most
+    `max_steps`: then the control has less than equal compute, and the plan says so)."""
     from hyper_es.directions.manifest import read_manifest
 
     report = read_json(main / "report.json", "re-run the main stage")
     budget = next(r["tokens"] for r in report["rows"] if r["name"] == "hyper-es")
     job = read_manifest(main / "directions" / "baseline")
     per_step = job["tokens"] / job["optimizer_steps"]
-    steps = math.ceil(budget / per_step)
+    equal = math.ceil(budget / per_step)
+    steps = min(equal, max_steps or equal)
     every = max(baseline_every, round(steps / EQUAL_CANDIDATES))
-    return {"budget_tokens": budget, "baseline_tokens_per_step": per_step, "steps": steps, "snapshot_every": every}
+    return {"budget_tokens": budget, "baseline_tokens_per_step": per_step, "steps": steps, "snapshot_every": every,
+            "equal_steps": equal, "capped": steps < equal}
 
 
 def run_equal(args, seed: int, lr: float) -> Path:
@@ -106,7 +109,7 @@ def run_equal(args, seed: int, lr: float) -> Path:
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
-        plan = equal_plan(f["main"], load_recipe(args.recipe).gradient.baseline_snapshot_every)
+        plan = equal_plan(f["main"], load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps)
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
@@ -165,6 +168,8 @@ def main() -> None:
     p.add_argument("--lrs", type=float, nargs="+", default=[1.25e-4, 2.5e-4, 5e-4], help="the grid's start")
     p.add_argument("--max-lrs", type=int, default=6)
     p.add_argument("--pass-k-limit", type=int, default=200)
+    p.add_argument("--equal-max-steps", type=int, help="cap grpo-equal-compute's steps (recorded: then it is not "
+                   "equal compute); default: no cap")
     p.add_argument("--summary-only", action="store_true")
     args = p.parse_args()
     from hyper_es.progress import setup_logging

@@ -65,6 +65,9 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         trained = rows["base"]["trained"]
         transfer = [t for t in rows["base"]["tasks"] if t == TRANSFER]
         entry = {"rows": {label: _row_entry(r, trained) for label, r in rows.items()}, "vs": {}}
+        plan = results / f"seed{seed}" / "equal" / "equal_compute.json"
+        if plan.is_file():  # how many steps equal compute took, and whether they were capped
+            entry["equal_compute"] = read_json(plan, "re-run the equal stage")
         for m in METHODS:
             for c in REFS:
                 if m not in rows or c not in rows:
@@ -145,6 +148,13 @@ def markdown(summary: dict, results: Path) -> str:
                          f"{_n(r['search_tokens'])} | {_n(r['select_tokens'])} | {_n(r['tokens'])} | "
                          f"{_n(r['wall_s'])} | {val} | {r['trained']:.4f} | "
                          f"{r['greedy'].get(TRANSFER, float('nan')):.2f} |")
+    for seed, e in summary["seeds"].items():
+        plan = e.get("equal_compute")
+        if plan:
+            lines.append(f"\nSeed {seed}: grpo-equal-compute trained {plan['steps']} steps for a budget of "
+                         f"{plan['budget_tokens']:,} tokens ({plan['equal_steps']} steps at the baseline's "
+                         f"{plan['baseline_tokens_per_step']:.0f} tokens a step)"
+                         + ("; **capped, so less than equal compute**" if plan["capped"] else "") + ".")
     lines += ["", "Differences, greedy, points, paired bootstrap 95% CI (trained tasks pooled; per seed, then pooled "
               "over seeds with the seed-level mean [min, max]):", "",
               "| comparison | " + " | ".join(f"seed {s}" for s in summary["seeds"]) + " | pooled | seed mean [min, max] "

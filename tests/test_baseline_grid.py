@@ -46,4 +46,6 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
                             main / "directions/baseline/manifest.json")
     assert (f["difficulty"] / "eval/val/scaled@0.5.json").is_file()
     plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step
-    assert plan == {"budget_tokens": 90_000, "baseline_tokens_per_step": 100.0, "steps": 900, "snapshot_every": 100}
+    assert plan == {"budget_tokens": 90_000, "baseline_tokens_per_step": 100.0, "steps": 900, "snapshot_every": 100,
+                    "equal_steps": 900, "capped": False}
+    assert decide.equal_plan(main, 3, 450) == {**plan, "steps": 450, "snapshot_every": 50, "capped": True}
