@@ -230,7 +230,7 @@ def sparsity_cmd(
 ) -> None:
     """Keep the top p of a row's update by magnitude; test accuracy kept at each p, and per-layer update norms."""
     from hyper_es.analyze.sparsity import analyze_sparsity
-    from hyper_es.recipe import load_recipe
+    from hyper_es.recipe import load_run_recipe
 
     _backend(backend)
     try:
@@ -239,7 +239,7 @@ def sparsity_cmd(
         ps = []
     if not ps or not all(0 < p <= 1 for p in ps):
         _fail(f"--fractions: expected comma-separated numbers in (0, 1] like 0.5,0.1; got '{fractions}'")
-    recipe = load_recipe(run / "recipe.yaml")
+    recipe = load_run_recipe(run)
     result = analyze_sparsity(recipe, run, [r.strip() for r in rows.split(",") if r.strip()], ps, out,
                               backend=backend or recipe.eval.backend, limit=limit or recipe.eval.limit)
     for row, r in result["rows"].items():

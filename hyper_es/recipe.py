@@ -532,9 +532,29 @@ def recipe_from_dict(data: Any, path: str | Path = "<recipe>") -> Recipe:
     return recipe
 
 
+def pin_run_partitions(data: Any) -> Any:
+    """A run folder's recipe.yaml written before `partition` existed: its generated splits were per-seed streams
+    (`partition: none`). Every recipe.yaml a run folder gets since names its partition, so a missing one is old."""
+    for task in (data.get("tasks") if isinstance(data, dict) else None) or []:
+        for split in ("train", "val", "test"):
+            src = task.get(split) if isinstance(task, dict) else None
+            if isinstance(src, dict) and src.get("source") == "reasoning_gym" and "partition" not in src:
+                src["partition"] = "none"
+    return data
+
+
+def load_run_recipe(run_dir: str | Path) -> Recipe:
+    """RUN/recipe.yaml, as the run was made (old generated splits keep their partition: none)."""
+    path = Path(run_dir) / "recipe.yaml"
+    return recipe_from_dict(pin_run_partitions(_read_yaml(path)), path)
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe YAML. Raises RecipeError with one line per problem: file, field path, expectation."""
-    path = Path(path)
+    return recipe_from_dict(_read_yaml(Path(path)), Path(path))
+
+
+def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise RecipeError(f"{path}: no such recipe file")
     try:
@@ -545,4 +565,4 @@ def load_recipe(path: str | Path) -> Recipe:
         raise RecipeError(f"{path}: invalid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     except UnicodeDecodeError as exc:
         raise RecipeError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    return recipe_from_dict(data, path)
+    return data

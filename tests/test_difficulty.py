@@ -79,3 +79,4 @@ def test_measure_once_then_train_each_bin(tmp_path):
                             difficulty_samples=3)
     with pytest.raises(DataError, match="difficulty.json: settings: measured with"):
         read_difficulty(run, other)
+

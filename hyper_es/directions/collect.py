@@ -12,7 +12,7 @@ from hyper_es.directions.jobs import plan_baseline, plan_directions
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.directions.train import run_job
 from hyper_es.errors import DataError, HyperESError
-from hyper_es.recipe import Recipe
+from hyper_es.recipe import Recipe, pin_run_partitions
 
 logger = logging.getLogger(__name__)
 RECIPE_FILE = "recipe.yaml"
@@ -31,6 +31,7 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
             old = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             old = f"{type(exc).__name__}"
+        pin_run_partitions(old)  # a recipe.yaml from before `partition`: its generated splits were none
         if not isinstance(old, dict):
             raise DataError(f"{path}: damaged, not a recipe ({str(old)[:60]}); restore it, or delete it to resume "
                             f"with the recipe given now")
