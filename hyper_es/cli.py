@@ -117,12 +117,9 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     dtype = engine_dtype(rec.eval.backend, rec.eval.dtype, rec.model.dtype)
     dtypes = [dtype] + (["bfloat16"] if dtype == "float32" else [])
     plan = MergePlan(ds, genome, settings, prepare=False)
-    x0, n = genome.initial(rec.search.x0, rec.merge.density), len(genome.keys)
-    rows = []
-    for c in scales:
-        x = x0.copy()
-        x[:n] *= c  # coefficients only (per-direction densities stay)
-        rows.append((c, merge_fidelity(plan, x, dtypes, rows=None)))  # every entry (the engines sample rows)
+    x0 = genome.initial(rec.search.x0, rec.merge.density)
+    rows = [(c, merge_fidelity(plan, genome.scaled(x0, c), dtypes, rows=None))  # coefficients only; every entry
+            for c in scales]
     typer.echo(f"fidelity ‖installed − intended‖ / ‖intended‖ of the merge at x0 × scale ({len(ds)} "
                f"direction{'s' * (len(ds) != 1)}, {rec.eval.backend} engine in {dtype}):")
     typer.echo("scale".rjust(8) + "".join(d.rjust(12) for d in dtypes))
