@@ -3,6 +3,11 @@
     python bench/decide.py --root ROOT/decide2                     # every seed and stage; re-running resumes
     python bench/decide.py --root ROOT/decide2 --stages grid main  # only these stages (in this order per seed)
     python bench/decide.py --summary-only                          # the summary from the committed artefacts
+    python bench/decide.py --root ROOT/decide2 --save              # copy every stage's state now, to commit
+
+Run folders live outside the repository and may not outlive the machine. On a new machine a stage trains its
+GRPO jobs again (TRL on CPU repeats them bit for bit), checks them against the committed manifests, and takes back
+the committed search checkpoint and evaluated rows, so it goes on where it stopped.
 
 Per seed N (gradient.seed = search.seed = N), every stage in its own run folder under --root:
 1. grid: the baseline's lr grid on validation, extended until its best lr is interior (bench/baseline_grid.py);
@@ -40,7 +45,10 @@ from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 logger = logging.getLogger("decide")
 STAGES = ("grid", "main", "difficulty", "equal")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
-        "search/result.json", "search/best.json", "search/scale_scan.json", "directions/difficulty.json"]
+        "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
+        "directions/difficulty.json", "equal_compute.json"]
+RESTORED = ("search", "eval", "directions/difficulty.json")  # what a new machine takes back from the artefacts
+SAME_JOB = ("optimizer_steps", "seen_tokens", "token_curve", "reward_curve")
 SHARED_ROWS = ("base", "baseline", "baseline@*", "scaled", "scaled@*")  # the same weights in every folder of a seed
 DIFFICULTY = {"gradient.directions_from": "jobs", "gradient.vary": ["difficulty", "seed"]}
 EQUAL_CANDIDATES = 9  # snapshots of the equal-compute run, as many as the baseline's (27 steps, every 3)
@@ -65,21 +73,58 @@ def link_shared(src: Path, dest: Path, *, baseline: bool) -> None:
                     os.link(f, target)
 
 
+def restore(saved: Path, run_dir: Path) -> bool:
+    """On a new machine: once a stage's GRPO jobs are trained again (TRL on CPU repeats them bit for bit), take
+    back what its committed artefacts hold (the search's checkpoint and log, evaluated rows), so the stage goes on
+    where it stopped. Only when every retrained job matches its committed manifest (steps, tokens, reward curve)."""
+    manifests = sorted(saved.glob("directions/*/manifest.json"))
+    if not manifests:
+        return False
+    for m in manifests:
+        mine = run_dir / m.relative_to(saved)
+        theirs, ours = read_json(m, ""), read_json(mine, "") if mine.is_file() else {}
+        if any(theirs.get(k) != ours.get(k) for k in SAME_JOB):
+            logger.warning("%s differs from the committed %s: starting the stage afresh", mine, m)
+            return False
+    restored = 0
+    for f in sorted(p for p in saved.rglob("*") if p.is_file()):
+        rel = f.relative_to(saved)
+        if str(rel).startswith(RESTORED) and not (run_dir / rel).exists():
+            (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, run_dir / rel)
+            restored += 1
+    logger.info("%s: %d files taken back from %s", run_dir.name, restored, saved)
+    return True
+
+
 def run_main(args, seed: int, lr: float) -> Path:
+    from hyper_es.directions.collect import collect
     from hyper_es.pipeline import run
 
     run_dir = folders(args.root, seed, lr)["main"]
-    run(variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit), run_dir)
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit)
+    collect(recipe, run_dir, baseline=True)
+    restore(args.results / f"seed{seed}" / "main", run_dir)
+    run(recipe, run_dir)
     return run_dir
 
 
 def run_difficulty(args, seed: int, lr: float) -> Path:
+    from hyper_es.directions.collect import collect
+    from hyper_es.evaluate.pass_rates import measure_difficulty
     from hyper_es.pipeline import run
 
     f = folders(args.root, seed, lr)
     link_shared(f["main"], f["difficulty"], baseline=True)
-    run(variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, overrides=DIFFICULTY,
-                suffix="-difficulty"), f["difficulty"])
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, overrides=DIFFICULTY,
+                     suffix="-difficulty")
+    saved = args.results / f"seed{seed}" / "difficulty"
+    if (saved / "directions" / "difficulty.json").is_file() and not (f["difficulty"] / "directions" / "difficulty.json").exists():
+        (f["difficulty"] / "directions").mkdir(parents=True, exist_ok=True)  # the jobs' bins, as measured before
+        shutil.copy2(saved / "directions" / "difficulty.json", f["difficulty"] / "directions" / "difficulty.json")
+    collect(recipe, f["difficulty"], baseline=True, measure=measure_difficulty)
+    restore(saved, f["difficulty"])
+    run(recipe, f["difficulty"])
     return f["difficulty"]
 
 
@@ -119,6 +164,7 @@ def run_equal(args, seed: int, lr: float) -> Path:
         "search.scale_scan": None})
     link_shared(f["main"], f["equal"], baseline=False)  # the base's records (no training shared)
     collect(recipe, f["equal"], baseline=True, directions=False)
+    restore(args.results / f"seed{seed}" / "equal", f["equal"])
     evaluate_and_report(recipe, f["equal"], None)
     return f["equal"]
 
@@ -127,7 +173,6 @@ def copy_artefacts(run_dir: Path, dest: Path) -> None:
     rels = COPY + [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("eval/**/*.json"))
                    if "engine" not in p.parts]
     rels += [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("directions/*/manifest.json"))]
-    rels += ["equal_compute.json"]
     for rel in rels:
         if (run_dir / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -151,6 +196,18 @@ def run_stages(args) -> None:
             summarize(args)
 
 
+def save(args) -> None:
+    """Copy what every stage folder holds now (a stage still running included) to --results, to commit."""
+    for seed in args.seeds:
+        grid = args.root / f"seed{seed}" / "lr_grid.json"
+        if not grid.is_file() or read_json(grid, "").get("chosen") is None:
+            continue
+        for stage, folder in folders(args.root, seed, read_json(grid, "")["chosen"]).items():
+            if folder.is_dir():
+                copy_artefacts(folder, args.results / f"seed{seed}" / stage)
+                logger.info("seed %d %s: copied to %s", seed, stage, args.results / f"seed{seed}" / stage)
+
+
 def summarize(args) -> None:
     from decide_summary import write_summary  # bench/decide_summary.py
 
@@ -171,10 +228,14 @@ def main() -> None:
     p.add_argument("--equal-max-steps", type=int, help="cap grpo-equal-compute's steps (recorded: then it is not "
                    "equal compute); default: no cap")
     p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--save", action="store_true", help="only copy every stage folder's artefacts now (to commit "
+                   "before a session ends; a new machine takes them back after retraining the jobs)")
     args = p.parse_args()
     from hyper_es.progress import setup_logging
 
     setup_logging()
+    if args.save:
+        return save(args) if args.root else p.error("--save needs --root")
     if not args.summary_only:
         if args.root is None:
             p.error("--root is required unless --summary-only")

@@ -49,3 +49,29 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
     assert plan == {"budget_tokens": 90_000, "baseline_tokens_per_step": 100.0, "steps": 900, "snapshot_every": 100,
                     "equal_steps": 900, "capped": False}
     assert decide.equal_plan(main, 3, 450) == {**plan, "steps": 450, "snapshot_every": 50, "capped": True}
+
+
+def test_restore_takes_back_the_search_only_when_the_retrained_jobs_match(tmp_path):
+    import json
+
+    import decide
+
+    job = {"name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 27,
+           "completions": 432, "tokens": 2700, "seen_tokens": 9000, "token_curve": [[27, 2700]],
+           "reward_curve": [[27, 0.25]], "wall_seconds": 1.0}
+    saved, run = tmp_path / "saved", tmp_path / "run"
+    for folder, wall in ((saved, 1.0), (run, 2.0)):  # the wall time may differ; the training may not
+        (folder / "directions" / "baseline").mkdir(parents=True)
+        (folder / "directions" / "baseline" / "manifest.json").write_text(json.dumps({**job, "wall_seconds": wall}))
+    (saved / "search").mkdir()
+    (saved / "search" / "checkpoint.json").write_text("{}")
+    (saved / "eval" / "val").mkdir(parents=True)
+    (saved / "eval" / "val" / "base.json").write_text("{}")
+    (saved / "report.json").write_text("{}")
+    assert decide.restore(saved, run)
+    assert (run / "search" / "checkpoint.json").is_file() and (run / "eval" / "val" / "base.json").is_file()
+    assert not (run / "report.json").exists()  # written again by the stage, not taken back
+    other = tmp_path / "other"
+    (other / "directions" / "baseline").mkdir(parents=True)
+    (other / "directions" / "baseline" / "manifest.json").write_text(json.dumps({**job, "reward_curve": [[27, 0.5]]}))
+    assert not decide.restore(saved, other) and not (other / "search").exists()
