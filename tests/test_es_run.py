@@ -150,47 +150,42 @@ def test_lora_scope_member_update_and_replay(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("scope", ["all_linear", "full", "lora"])
-def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tmp_path, scope):
+def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tiny_engine, tmp_path, scope):
     """A member installed in the resident vLLM engine generates exactly what a fresh engine loaded with θ + σε
     (written by the HF engine, same noise by name; for lora, W₀ + s·B'A' of the same factors) generates; setting θ
     back gives the base's generations again."""
-    pytest.importorskip("vllm")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from hyper_es.engine import Sampling
     from hyper_es.engine.sources import ESWeights
-    from hyper_es.engine.vllm_resident import VLLMResident
     from hyper_es.tasks import get_task
 
-    tok = AutoTokenizer.from_pretrained(tiny_path)
+    engine, tok = tiny_engine
     task = get_task("countdown")
     prompts = task.prompt_ids(tok, task.rows("test")[:12])
     s = Sampling(max_tokens=16)
     from hyper_es.es.lora import LoraShape
 
     lora = LoraShape(**LORA) if scope == "lora" else None
-    engine = VLLMResident(tiny_path, tok, ESWeights(Path(tiny_path), "llama", scope, lora), dtype="float32", max_model_len=512)
-    try:
-        base_out = engine.generate(prompts, s)
-        engine.set_genome(Member(3, 0.5))
-        got = engine.generate(prompts, s)
-        engine.restore()
-        assert engine.generate(prompts, s) == base_out
-        engine.update([3], [1.0], 0.5, 0.25, [1])  # θ ← θ + α/(Nσ)·ε(3) = θ + 0.5·ε(3): the member, as the new θ
-        assert engine.generate(prompts, s) == got
-        names = engine.names
-    finally:
-        engine.close()
-    if scope == "all_linear":  # sequencing: an engine whose θ_0 is base + that same update (es.start)
+    base_out = engine.generate(prompts, s)
+    engine.load(ESWeights(Path(tiny_path), "llama", scope, lora))
+    engine.set_genome(Member(3, 0.5))
+    got = engine.generate(prompts, s)
+    engine.restore()
+    assert engine.generate(prompts, s) == base_out
+    engine.update([3], [1.0], 0.5, 0.25, [1])  # θ ← θ + α/(Nσ)·ε(3) = θ + 0.5·ε(3): the member, as the new θ
+    assert engine.generate(prompts, s) == got
+    names = engine.names
+    engine.unload()  # the checkpoint again, though ES updated θ (the master copy) in place
+    assert engine.generate(prompts, s) == base_out
+    if scope == "all_linear":  # sequencing: a source whose θ_0 is base + that same update (es.start)
         from safetensors.torch import save_file
 
         shapes = {n: tuple(p.shape) for n, p in AutoModelForCausalLM.from_pretrained(tiny_path).named_parameters()}
-        save_file({n: 0.5 * noise(3, n, shapes[n], kind="table") for n in names}, str(tmp_path / "start.safetensors"))
-        started = VLLMResident(tiny_path, tok, ESWeights(Path(tiny_path), "llama", scope, start_file=tmp_path / "start.safetensors"), dtype="float32", max_model_len=512)
-        try:
-            assert started.generate(prompts, s) == got
-        finally:
-            started.close()
+        save_file({n: 0.5 * noise(3, n, shapes[n], kind="table") for n in names},
+                  str(tmp_path / "start.safetensors"))
+        engine.load(ESWeights(Path(tiny_path), "llama", scope, start_file=tmp_path / "start.safetensors"))
+        assert engine.generate(prompts, s) == got
     model, _ = models.load(str(tiny_path), dtype="float32")
     shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
     hf = HFResident(model, tok, ESSource(es_tensors(shapes, scope, r"\.layers\.(\d+)\.", lora), lora=lora))

@@ -17,13 +17,12 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("vllm")
 
 
-def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
+def test_inplace_remerge_equals_fresh_engine(tiny_path, tiny_engine, tmp_path):
     from safetensors.torch import load_file
 
     from hyper_es import models
     from hyper_es.engine.hf_resident import HFResident
     from hyper_es.engine.sources import MergeSource, MergeWeights
-    from hyper_es.engine.vllm_resident import VLLMResident
     from hyper_es.merging import MergePlan
 
     base = load_file(str(tiny_path / "model.safetensors"))
@@ -33,34 +32,41 @@ def test_inplace_remerge_equals_fresh_engine(tiny_path, tmp_path):
                                                          for t in touched} for n in ("a", "b", "c")})
     genome = genome_for(ds, layer_group_size=2, module_groups=True)
     settings = MergeSettings(density=0.7, seed=2)
-    from transformers import AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(tiny_path)
+    engine, tok = tiny_engine
     task = get_task("countdown")
     prompts = task.prompt_ids(tok, task.rows("test")[:12])
     s = Sampling(max_tokens=16)
-    engine = VLLMResident(tiny_path, tok, MergeWeights(ds, genome, settings), tmp_path / "work", dtype="float32", max_model_len=512)
+    base_out = engine.generate(prompts, s)
+    engine.load(MergeWeights(ds, genome, settings), tmp_path / "work")
+    assert engine.generate(prompts, s) == base_out  # the source's resting weights: the base
+    rng = np.random.default_rng(0)
+    for i in range(3):  # one after another in the same engine; the last against a fresh engine of its export
+        x = rng.uniform(-1, 2, genome.size)
+        engine.set_genome(x)
+        assert engine.last_fidelity == 0.0 == engine.last_timing["fidelity"]  # fp32: the merge is installed exactly
+        got = engine.generate(prompts, s)
+        hf = HFResident(*models.load(str(tiny_path), dtype="float32"), MergeSource(MergePlan(ds, genome, settings)))
+        hf.set_genome(x)
+        assert got == hf.generate(prompts, s) != base_out, f"candidate {i}"  # fp32 greedy: HF and vLLM agree
+    fresh, _ = make_generator("vllm", str(export_hf(ds, genome, x, settings, tmp_path / "m")), dtype="float32",
+                              max_model_len=512)
     try:
-        base_out = engine.generate(prompts, s)
-        rng = np.random.default_rng(0)
-        for i in range(3):  # one after another in the same engine; the last against a fresh engine of its export
-            x = rng.uniform(-1, 2, genome.size)
-            engine.set_genome(x)
-            assert engine.last_fidelity == 0.0 == engine.last_timing["fidelity"]  # fp32: the merge is installed exactly
-            got = engine.generate(prompts, s)
-            hf = HFResident(*models.load(str(tiny_path), dtype="float32"), MergeSource(MergePlan(ds, genome, settings)))
-            hf.set_genome(x)
-            assert got == hf.generate(prompts, s) != base_out, f"candidate {i}"  # fp32 greedy: HF and vLLM agree
-        fresh, _ = make_generator("vllm", str(export_hf(ds, genome, x, settings, tmp_path / "m")), dtype="float32",
-                                  max_model_len=512)
-        try:
-            assert got == fresh.generate(prompts, s)
-        finally:
-            fresh.close()
-        engine.restore()
-        assert engine.generate(prompts, s) == base_out
+        assert got == fresh.generate(prompts, s)
     finally:
-        engine.close()
+        fresh.close()
+    engine.restore()
+    assert engine.generate(prompts, s) == base_out
+
+
+def test_a_running_engine_refuses_another_models_weights_and_a_candidate_without_a_source(tiny_engine, tmp_path):
+    from hyper_es.engine.sources import ESWeights
+    from hyper_es.errors import HyperESError
+
+    engine, _ = tiny_engine
+    with pytest.raises(HyperESError, match=r"^no weight source is loaded in this engine"):
+        engine.set_genome(None)
+    with pytest.raises(HyperESError, match=r"^this engine serves .*; the weights given are for .*other$"):
+        engine.load(ESWeights(tmp_path / "other", "llama", "all_linear"))
 
 
 def test_search_cli_with_vllm_improves_a_dense_reward(tmp_path):
@@ -153,7 +159,7 @@ def _alive(p) -> bool:
         return False
 
 
-def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
+def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tiny_engine, tmp_path):
     """Same genomes, same prompts, fp32 on both sides: the fitness is identical (greedy tokens match exactly).
     In bf16, vLLM's greedy paths change at near-ties; on SmolLM2 the bench saw the same fitness for 1 of 2
     candidates and 0.016 apart for the other (bench/results/search_throughput.json)."""
@@ -165,7 +171,6 @@ def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
     from hyper_es.engine.sources import MergeSource
     from hyper_es.fitness import Scorer
     from hyper_es.engine.sources import MergeWeights
-    from hyper_es.engine.vllm_resident import VLLMResident
     from safetensors.torch import load_file
 
     from hyper_es.recipe import TaskConfig
@@ -187,10 +192,8 @@ def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tmp_path):
     model, _ = models.load(str(tiny_path), dtype="float32")
     hf = Scorer(HFResident(model, tok, MergeSource(MergePlan(ds, genome, settings)), batch_size=12), tok, [task])
     want = [hf.score(x, rows) for x in xs]
-    engine = VLLMResident(tiny_path, tok, MergeWeights(ds, genome, settings), tmp_path / "w", dtype="float32", max_model_len=512)
-    try:
-        got = [Scorer(engine, tok, [task]).score(x, rows) for x in xs]
-    finally:
-        engine.close()
+    engine = tiny_engine[0]
+    engine.load(MergeWeights(ds, genome, settings), tmp_path / "w")
+    got = [Scorer(engine, tok, [task]).score(x, rows) for x in xs]
     assert [g.reward for g in got] == [w.reward for w in want] and [g.tokens for g in got] == [w.tokens for w in want]
     assert any(w.reward > 0 for w in want)  # a dense reward, so the comparison is not 0 == 0

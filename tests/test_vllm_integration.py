@@ -18,13 +18,6 @@ pytest.importorskip("vllm")
 BF16_TOLERANCE = 0.10
 
 
-@pytest.fixture(scope="module")
-def tiny_vllm(tiny_path):
-    gen, tok = make_generator("vllm", str(tiny_path), dtype="float32", max_model_len=512)
-    yield gen, tok
-    gen.close()
-
-
 def _prompts(tok, n=16):
     ids = []
     for name in ("chain_sum", "countdown"):
@@ -33,10 +26,10 @@ def _prompts(tok, n=16):
     return ids
 
 
-def test_tiny_greedy_tokens_equal_hf(tiny, tiny_vllm):
+def test_tiny_greedy_tokens_equal_hf(tiny, tiny_engine):
     from hyper_es.engine.hf import HFGenerator
 
-    gen, tok = tiny_vllm
+    gen, tok = tiny_engine
     prompts = _prompts(tok)
     s = Sampling(max_tokens=24)
     got, want = gen.generate(prompts, s), HFGenerator(*tiny).generate(prompts, s)
@@ -44,8 +37,8 @@ def test_tiny_greedy_tokens_equal_hf(tiny, tiny_vllm):
     assert len({tuple(x[0]) for x in got}) > 1
 
 
-def test_tiny_sampling(tiny_vllm):
-    gen, tok = tiny_vllm
+def test_tiny_sampling(tiny_engine):
+    gen, tok = tiny_engine
     prompts = _prompts(tok, 4)
     s = Sampling(n=4, temperature=1.0, max_tokens=8, seed=7)
     a = gen.generate(prompts, s)
@@ -54,7 +47,7 @@ def test_tiny_sampling(tiny_vllm):
     assert gen.generate(prompts[1:], s, seeds=[s.seed + i for i in range(1, 4)]) == a[1:]  # whatever the batch
 
 
-def test_over_long_prompt_is_refused_quickly(tiny_vllm, tmp_path):
+def test_over_long_prompt_is_refused_quickly(tiny_engine, tmp_path):
     """The engine's max_model_len bounds prompt + max_tokens: a 5 MB question is refused, naming its row, before
     anything is tokenised or sent to the engine."""
     import time
@@ -63,7 +56,7 @@ def test_over_long_prompt_is_refused_quickly(tiny_vllm, tmp_path):
     from hyper_es.recipe import TaskConfig
     from hyper_es.tasks import Task
 
-    gen, tok = tiny_vllm
+    gen, tok = tiny_engine
     (tmp_path / "long.jsonl").write_text(json.dumps({"question": "1 + 1 = ?", "answer": "2"}) + "\n"
                                          + json.dumps({"question": "x" * 5_000_000, "answer": "7"}) + "\n")
     task = Task(TaskConfig(name="longq", reward="numeric", max_tokens=16,

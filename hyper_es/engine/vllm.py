@@ -49,7 +49,7 @@ class VLLMGenerator:
         if self.on_cpu:
             cpu_env_defaults()
             engine_kwargs.setdefault("enable_chunked_prefill", False)  # so per-request seeds work (see above)
-        self.max_model_len = max_model_len
+        self.max_model_len, self.model_path = max_model_len, Path(model)
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
         engine_kwargs.setdefault("worker_extension_cls", lifeline.EXTENSION)

@@ -31,6 +31,7 @@ class HyperESWorker:
         try:
             return self._hx_load(spec)
         except HyperESError as exc:
+            self.hx_source = None  # the checkpoint's weights are installed (hx_unload ran first)
             return {"error": str(exc)}
 
     def _hx_load(self, spec: dict) -> dict:
@@ -39,16 +40,31 @@ class HyperESWorker:
         tp = getattr(getattr(self, "parallel_config", None), "tensor_parallel_size", 1)
         if tp != 1:
             raise HyperESError("in-place weights support tensor_parallel_size=1 only (refused, not approximated)")
+        self.hx_unload()  # another source before this one: the checkpoint's weights back first
         model = self.model_runner.model
         device = next(model.parameters()).device if spec.get("device", "auto") == "auto" else torch.device("cpu")
         self.hx_source = SPECS[spec["weights"]].from_spec(spec, device)
         family = spec.get("architecture") or self.hx_source.plan.genome.architecture
         from hyper_es.architectures import get
 
+        self.hx_base = spec["base"]
         self._hx_bind(get(family), self.hx_source.names, spec["base"], device, family)
         self.hx_source.bind(self.hx_master)
         self.hx_set(None)  # the source's resting weights (θ_0 of a sequenced ES start)
         return {"targets": len(self.hx_targets), "names": self.hx_source.names}
+
+    @torch.no_grad()
+    def hx_unload(self) -> None:
+        """Put the checkpoint's weights back on every target the source wrote, and drop the source. They are read
+        from the checkpoint again: an ES source's θ is the master copy itself, updated in place."""
+        if getattr(self, "hx_source", None) is None:
+            return
+        from hyper_es.directions.sources import checkpoint_tensors, read_tensor
+
+        files = checkpoint_tensors(self.hx_base)
+        for target, parts in self.hx_targets.items():
+            self._hx_install(target, {p: read_tensor(files[p], p).float() for p in parts.values()})
+        self.hx_source = self.hx_master = None
 
     def _hx_bind(self, arch, tensors, base: str, device, family: str) -> None:
         """Map HF tensors onto vLLM's (fused) targets, keep fp32 master copies of every part from the checkpoint, and
