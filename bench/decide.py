@@ -19,7 +19,8 @@ Per seed N (gradient.seed = search.seed = N), every stage in its own run folder 
    base pass rate (vary: difficulty, seed), at the same lr, K × steps = the main run's direction steps. The
    baseline and the rows it shares with the main run are hard links to the main run's (same weights and records).
 4. equal: `grpo-equal-compute`: the baseline alone at the same lr and seed, trained until its generated tokens
-   reach the main Hyper-ES row's total (train + search + select tokens), with as many snapshots as the baseline
+   reach the main Hyper-ES row's total (train + search + select tokens), or with --equal-budget seconds until its
+   wall time reaches the row's (what is recorded in equal_compute.json), with as many snapshots as the baseline
    has; its best candidate by validation is the row. It checkpoints every snapshot, so it resumes across kills.
 Artefacts (no weights) go to --results/seed<N>/<stage>/; summary.json / summary.md / the figures pair every
 Hyper-ES row with every control per seed and pooled over seeds (problems resampled within seed × task), with the
@@ -86,15 +87,20 @@ def restore(saved: Path, run_dir: Path) -> bool:
         if any(theirs.get(k) != ours.get(k) for k in SAME_JOB):
             logger.warning("%s differs from the committed %s: starting the stage afresh", mine, m)
             return False
-    restored = 0
+    logger.info("%s: %d files taken back from %s", run_dir.name, take_back(saved, run_dir, RESTORED), saved)
+    return True
+
+
+def take_back(saved: Path, run_dir: Path, prefixes: tuple[str, ...]) -> int:
+    """Copy the committed files under `prefixes` that `run_dir` lacks; how many."""
+    n = 0
     for f in sorted(p for p in saved.rglob("*") if p.is_file()):
         rel = f.relative_to(saved)
-        if str(rel).startswith(RESTORED) and not (run_dir / rel).exists():
+        if str(rel).startswith(prefixes) and not (run_dir / rel).exists():
             (run_dir / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, run_dir / rel)
-            restored += 1
-    logger.info("%s: %d files taken back from %s", run_dir.name, restored, saved)
-    return True
+            n += 1
+    return n
 
 
 def run_main(args, seed: int, lr: float) -> Path:
@@ -119,29 +125,29 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, overrides=DIFFICULTY,
                      suffix="-difficulty")
     saved = args.results / f"seed{seed}" / "difficulty"
-    if (saved / "directions" / "difficulty.json").is_file() and not (f["difficulty"] / "directions" / "difficulty.json").exists():
-        (f["difficulty"] / "directions").mkdir(parents=True, exist_ok=True)  # the jobs' bins, as measured before
-        shutil.copy2(saved / "directions" / "difficulty.json", f["difficulty"] / "directions" / "difficulty.json")
+    take_back(saved, f["difficulty"], ("directions/difficulty.json",))  # the jobs' bins, as measured before
     collect(recipe, f["difficulty"], baseline=True, measure=measure_difficulty)
     restore(saved, f["difficulty"])
     run(recipe, f["difficulty"])
     return f["difficulty"]
 
 
-def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None) -> dict:
-    """Steps for the baseline's generated tokens per step to reach the main Hyper-ES row's total tokens (at most
-    `max_steps`: then the control has less than equal compute, and the plan says so)."""
+def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None, budget: str = "tokens") -> dict:
+    """Steps for the baseline to match the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens")
+    or its total wall time ("seconds"), at the baseline's own tokens and seconds per step; at most `max_steps`.
+    Below the token-equal steps, the control has less than Hyper-ES's tokens (`capped`), and the plan says so."""
     from hyper_es.directions.manifest import read_manifest
 
     report = read_json(main / "report.json", "re-run the main stage")
-    budget = next(r["tokens"] for r in report["rows"] if r["name"] == "hyper-es")
+    row = next(r for r in report["rows"] if r["name"] == "hyper-es")
     job = read_manifest(main / "directions" / "baseline")
-    per_step = job["tokens"] / job["optimizer_steps"]
-    equal = math.ceil(budget / per_step)
-    steps = min(equal, max_steps or equal)
+    per_step, per_step_s = job["tokens"] / job["optimizer_steps"], job["wall_seconds"] / job["optimizer_steps"]
+    equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)
+    steps = min(equal if budget == "tokens" else equal_s, max_steps or equal)
     every = max(baseline_every, round(steps / EQUAL_CANDIDATES))
-    return {"budget_tokens": budget, "baseline_tokens_per_step": per_step, "steps": steps, "snapshot_every": every,
-            "equal_steps": equal, "capped": steps < equal}
+    return {"budget": budget, "budget_tokens": row["tokens"], "budget_s": row["wall_s"],
+            "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
+            "snapshot_every": every, "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps < equal}
 
 
 def run_equal(args, seed: int, lr: float) -> Path:
@@ -154,7 +160,8 @@ def run_equal(args, seed: int, lr: float) -> Path:
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
-        plan = equal_plan(f["main"], load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps)
+        plan = equal_plan(f["main"], load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps,
+                          args.equal_budget)
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
@@ -225,6 +232,8 @@ def main() -> None:
     p.add_argument("--lrs", type=float, nargs="+", default=[1.25e-4, 2.5e-4, 5e-4], help="the grid's start")
     p.add_argument("--max-lrs", type=int, default=6)
     p.add_argument("--pass-k-limit", type=int, default=200)
+    p.add_argument("--equal-budget", choices=("tokens", "seconds"), default="tokens",
+                   help="grpo-equal-compute matches Hyper-ES's generated tokens (default) or its wall time")
     p.add_argument("--equal-max-steps", type=int, help="cap grpo-equal-compute's steps (recorded: then it is not "
                    "equal compute); default: no cap")
     p.add_argument("--summary-only", action="store_true")

@@ -32,11 +32,11 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
     (main / "eval" / "val").mkdir(parents=True)
     (main / "directions" / "baseline" / "manifest.json").write_text(json.dumps({
         "name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 27, "completions": 432,
-        "tokens": 2700, "reward_curve": [], "wall_seconds": 1.0}))
+        "tokens": 2700, "reward_curve": [], "wall_seconds": 54.0}))
     for name in ("base", "baseline", "baseline@3", "scaled", "hyper-es", "uniform"):
         (main / "eval" / f"{name}.json").write_text("{}")
     (main / "eval" / "val" / "scaled@0.5.json").write_text("{}")
-    (main / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000}]}))
+    (main / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000, "wall_s": 300.0}]}))
     f = decide.folders(tmp_path, 0, 5e-4)
     assert f["main"] == main and f["difficulty"].name == "seed0-lr0.0005-difficulty"
     decide.link_shared(main, f["difficulty"], baseline=True)
@@ -45,10 +45,13 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
     assert os.path.samefile(f["difficulty"] / "directions/baseline/manifest.json",
                             main / "directions/baseline/manifest.json")
     assert (f["difficulty"] / "eval/val/scaled@0.5.json").is_file()
-    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step
-    assert plan == {"budget_tokens": 90_000, "baseline_tokens_per_step": 100.0, "steps": 900, "snapshot_every": 100,
-                    "equal_steps": 900, "capped": False}
+    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step; 300 s at 2 s per step
+    assert plan == {"budget": "tokens", "budget_tokens": 90_000, "budget_s": 300.0, "baseline_tokens_per_step": 100.0,
+                    "baseline_s_per_step": 2.0, "steps": 900, "snapshot_every": 100, "equal_steps": 900,
+                    "equal_wall_steps": 150, "capped": False}
     assert decide.equal_plan(main, 3, 450) == {**plan, "steps": 450, "snapshot_every": 50, "capped": True}
+    assert decide.equal_plan(main, 3, budget="seconds") == {**plan, "budget": "seconds", "steps": 150,
+                                                            "snapshot_every": 17, "capped": True}
 
 
 def test_restore_takes_back_the_search_only_when_the_retrained_jobs_match(tmp_path):
