@@ -188,7 +188,9 @@ def copy_artefacts(run_dir: Path, dest: Path) -> None:
 
 def chosen_lr(args, seed: int) -> float:
     grid = tune(args.recipe, args.root, seed, args.lrs, args.max_lrs)  # a finished grid is read back
-    write_json_atomic(args.results / f"seed{seed}" / "lr_grid.json", grid)
+    path = args.results / f"seed{seed}" / "lr_grid.json"
+    kept = {k: v for k, v in read_json(path, "").items() if k not in grid} if path.is_file() else {}  # a note
+    write_json_atomic(path, {**grid, **kept})
     return grid["chosen"]
 
 
