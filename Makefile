@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt Makefile
 test: install
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/ruff check hyper_es bench tests scripts
-	$(PY) -m pytest -q --timeout=900 --durations=25
+	$(PY) scripts/test_lanes.py -q --timeout=900 --durations=25
 
 test-fast: install
 	$(PY) -m pytest -q -m "not integration"

@@ -43,6 +43,19 @@ def pytest_collection_modifyitems(session, config, items):
     _SHARED["last"] = items[users[-1]].nodeid if users else None
 
 
+@pytest.fixture(autouse=True)
+def _vllm_only_where_marked(request, monkeypatch):
+    """A test that starts a vLLM engine in this process carries the `vllm` marker: make test runs those in a lane of
+    their own (scripts/test_lanes.py), so that two engines never share the cores."""
+    if request.node.get_closest_marker("vllm") is None:
+        from hyper_es.engine import vllm
+
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"{request.node.nodeid} starts a vLLM engine: mark it @pytest.mark.vllm")
+
+        monkeypatch.setattr(vllm.VLLMGenerator, "__init__", refuse)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     result = yield

@@ -228,6 +228,7 @@ def test_adding_a_family_is_dropping_one_json_file(tiny_path, tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.vllm
 def test_vllm_inplace_gpt2_equals_hf(gpt2_path, tmp_path):
     """GPT-2 in vLLM: Conv1D weights are stored transposed (`vllm_transposed`), c_attn is fused already."""
     pytest.importorskip("vllm")

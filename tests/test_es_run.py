@@ -149,6 +149,7 @@ def test_lora_scope_member_update_and_replay(tmp_path):
 
 
 @pytest.mark.integration
+@pytest.mark.vllm
 @pytest.mark.parametrize("scope", ["all_linear", "full", "lora"])
 def test_vllm_es_member_equals_a_fresh_engine_and_restore_is_exact(tiny_path, tiny_engine, tmp_path, scope):
     """A member installed in the resident vLLM engine generates exactly what a fresh engine loaded with θ + σε

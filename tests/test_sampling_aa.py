@@ -46,6 +46,7 @@ def test_hf_samples_of_a_prompt_do_not_depend_on_its_batch(tiny):
 
 
 @pytest.mark.integration
+@pytest.mark.vllm
 def test_the_same_weights_sampled_in_two_fresh_vllm_engines_agree(tiny_path):
     """A/A: identical samples for the same seed, whatever ran before in the engine; with another seed, the paired
     Pass@1 difference on 200 problems × 8 samples has a CI that covers 0."""

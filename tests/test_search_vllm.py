@@ -13,7 +13,7 @@ from hyper_es.export import export_hf
 from hyper_es.merging import MergeSettings, genome_for
 from hyper_es.tasks import get_task
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 pytest.importorskip("vllm")
 
 

@@ -10,7 +10,7 @@ from hyper_es.engine import Sampling, make_generator
 from hyper_es.evaluate import evaluate_task
 from hyper_es.tasks import get_task
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 pytest.importorskip("vllm")
 
 # bf16 (vLLM's default) against fp32 (HF's): greedy paths diverge on near-ties, so accuracy may differ a little.
