@@ -38,6 +38,7 @@ def tiny(tiny_path):
 _SHARED: dict = {}
 
 
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the last user that runs
 def pytest_collection_modifyitems(session, config, items):
     users = [i for i, item in enumerate(items) if "tiny_engine" in getattr(item, "fixturenames", ())]
     _SHARED["last"] = items[users[-1]].nodeid if users else None

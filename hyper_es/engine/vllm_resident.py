@@ -22,7 +22,7 @@ class VLLMResident(VLLMGenerator):
     def __init__(self, model: str | Path, tokenizer, weights=None, workdir: Path | None = None, **engine_kwargs):
         # The worker keeps vLLM's own thread settings: weights are written while generation is paused.
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
-        self.encode, self.targets, self.names = None, 0, []
+        self._forget()
         self.last_fidelity, self.last_timing = 0.0, {}
         if weights is not None:
             try:
@@ -39,7 +39,7 @@ class VLLMResident(VLLMGenerator):
         loaded = self.llm.collective_rpc("hx_load", args=(weights.worker_spec(workdir),))[0]
         self.llm.reset_prefix_cache()
         if "error" in loaded:
-            self.encode, self.targets, self.names = None, 0, []
+            self._forget()
             raise HyperESError(loaded["error"])
         self.encode = weights.source_cls.encode
         self.targets, self.names = loaded["targets"], loaded["names"]
@@ -48,6 +48,10 @@ class VLLMResident(VLLMGenerator):
         """The checkpoint's weights back, and no source."""
         self.llm.collective_rpc("hx_unload")
         self.llm.reset_prefix_cache()
+        self._forget()
+
+    def _forget(self) -> None:
+        """No source: no candidate encoding, no targets."""
         self.encode, self.targets, self.names = None, 0, []
 
     def _loaded(self) -> None:
