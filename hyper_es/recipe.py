@@ -286,6 +286,11 @@ class SearchConfig(Strict):
     prepare_deltas: bool = Field(True, description="keep K sparsified deltas (fast); false: recompute from LoRA")
     delta_dtype: Literal["float32", "bfloat16"] = "float32"
     compile_merge: bool = Field(True, description="merge with the torch.compile'd combine (falls back to eager)")
+    candidates: Literal["auto", "inplace", "lora"] = Field(
+        "auto", description="how a vLLM engine serves a candidate (search and ES): inplace writes base + ΔW into its "
+        "weights; lora serves ΔW as a LoRA adapter (linear merges of LoRA directions, es.scope lora), a whole "
+        "generation in one call; auto: lora when the merge is linear and the in-place fidelity estimate for the "
+        "engine dtype is above 10%")
 
     @field_validator("bounds")
     @classmethod

@@ -55,20 +55,27 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
     return HFGenerator(model_obj, tokenizer, batch_size=batch_size, max_model_len=max_model_len), tokenizer
 
 
-def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path | None = None):
+def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path | None = None,
+                    batch: int | None = None):
     """(engine, tokenizer): the one factory of resident engines. A model of `weights.base` whose weights come from
     `weights` (sources.MergeWeights: coefficient vectors; sources.ESWeights: ES members), in the dtype of
-    `engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)`: the vLLM worker extension, or HF."""
+    `engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)`: the vLLM worker extension, or HF. Candidates
+    are served as `candidate_path` says; LoRA ones `batch` (a generation's size) in one call."""
     _check_backend(backend)
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
+    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights)
     if backend == "vllm":
+        import logging
+
         from transformers import AutoTokenizer
 
         from hyper_es.engine.vllm_resident import VLLMResident
 
+        logging.getLogger(__name__).info("candidates served %s (%s)", "as LoRA adapters" if path == "lora"
+                                         else "in place", why)
         tok = AutoTokenizer.from_pretrained(weights.base)
-        engine = VLLMResident(weights.base, tok, weights, workdir, dtype=dtype,
-                              max_model_len=recipe.model.max_model_len, seed=seed)
+        engine = VLLMResident(weights.base, tok, weights, workdir, dtype=dtype, candidates=path,
+                              max_loras=max(1, batch or 1), max_model_len=recipe.model.max_model_len, seed=seed)
         return engine, tok
     from hyper_es import models
     from hyper_es.engine.hf_resident import HFResident
@@ -77,6 +84,42 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
     source = weights.source({n: tuple(p.shape) for n, p in model.named_parameters()})
     return HFResident(model, tok, source, batch_size=recipe.eval.batch_size,
                       max_model_len=recipe.model.max_model_len), tok
+
+
+def candidate_path(setting: str, backend: str, dtype: str, weights) -> tuple[str, str]:
+    """("inplace" | "lora", why) for `search.candidates` (auto | inplace | lora) with this backend, engine dtype and
+    weight source. auto takes LoRA adapters when the candidates are LoRAs (a linear merge of LoRA directions, ES
+    over LoRA factors) and the in-place fidelity estimate for `dtype` is above the search's warning (10%)."""
+    if setting == "inplace":
+        return "inplace", "search.candidates: inplace"
+    reason = lora_refusal(weights)
+    if setting == "lora":
+        if backend != "vllm":
+            raise HyperESError("search.candidates: lora needs the vllm backend (HF writes candidates in place)")
+        if reason:
+            raise HyperESError(f"search.candidates: lora: {reason}; use inplace or auto")
+        return "lora", "search.candidates: lora"
+    if backend != "vllm":
+        return "inplace", "the hf backend"
+    if reason:
+        return "inplace", reason
+    if dtype in ("float32", "float64"):
+        return "inplace", f"a {dtype} engine installs the update exactly"
+    estimate = weights.inplace_fidelity(dtype)
+    from hyper_es.engine.fidelity import WARN_ABOVE
+
+    if estimate > WARN_ABOVE:
+        return "lora", f"in place in {dtype} the update would be {100 * estimate:.0f}% off"
+    return "inplace", f"in place in {dtype} the update is {100 * estimate:.1f}% off"
+
+
+def lora_refusal(weights) -> str | None:
+    """Why `weights`' candidates are not LoRA adapters (None: they are)."""
+    try:
+        weights.lora_rank()
+    except HyperESError as exc:
+        return str(exc)
+    return None
 
 
 def merge_weights(recipe, ds, genome, settings, *, fused: bool = False):
@@ -101,17 +144,19 @@ def es_weights(recipe, start_file: Path | None = None):
 
         lora = LoraShape.from_recipe(recipe)
     return ESWeights(Path(path), architectures.for_model(path).name, recipe.es.scope, lora, recipe.es.noise,
-                     None if start_file is None else Path(start_file))
+                     None if start_file is None else Path(start_file), recipe.es.sigma)
 
 
-def inplace_engine(recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int, fused: bool = False):
+def inplace_engine(recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int, fused: bool = False,
+                   batch: int | None = None):
     """(engine, tokenizer): a resident engine whose candidates are coefficient vectors of `genome` (re-merged in
-    place per candidate)."""
+    place per candidate, or served as LoRA adapters: `candidate_path`)."""
     return resident_engine(recipe, backend, merge_weights(recipe, ds, genome, settings, fused=fused), seed=seed,
-                           workdir=Path(workdir))
+                           workdir=Path(workdir), batch=batch)
 
 
-def run_engine(recipe, backend: str, run_dir: str | Path, workdir: str | Path, *, seed: int, fused: bool = False):
+def run_engine(recipe, backend: str, run_dir: str | Path, workdir: str | Path, *, seed: int, fused: bool = False,
+               batch: int | None = None):
     """(engine, tokenizer): the search's engine over a run's directions (RUN/directions), with the
     recipe's genome layout and merge settings."""
     from hyper_es.directions import DirectionSet
@@ -119,10 +164,13 @@ def run_engine(recipe, backend: str, run_dir: str | Path, workdir: str | Path, *
 
     ds = DirectionSet.from_run(run_dir)
     genome, settings = recipe_genome(recipe, ds)
-    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, Path(workdir), seed=seed, fused=fused)
+    engine, tok = inplace_engine(recipe, backend, ds, genome, settings, Path(workdir), seed=seed, fused=fused,
+                                 batch=batch)
     return engine, tok
 
 
 def es_engine(recipe, backend: str, start_file: Path | None = None):
-    """(engine, tokenizer): a resident engine whose candidates are ES members (seeded by `es.seed`)."""
-    return resident_engine(recipe, backend, es_weights(recipe, start_file), seed=recipe.es.seed)
+    """(engine, tokenizer): a resident engine whose candidates are ES members (seeded by `es.seed`), a population's
+    LoRA members in one call."""
+    return resident_engine(recipe, backend, es_weights(recipe, start_file), seed=recipe.es.seed,
+                           batch=recipe.es.population)

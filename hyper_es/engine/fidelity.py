@@ -59,6 +59,18 @@ class Fidelity:
         err -= delta
         self.err2 += _sq(err)
 
+    def add_factors(self, a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> None:
+        """A LoRA candidate's part: the update B·A (fp32) against the adapter as served, B and A cast to `dtype`
+        (the LoRA path's own error: nothing rounds into the base weights). Rows of B sampled as in `add`."""
+        if dtype == torch.float32 or dtype == torch.float64:
+            return
+        if self.rows and b.shape[0] > self.rows:
+            b = b[:: -(-b.shape[0] // self.rows)]
+        a, b = a.float(), b.float()
+        delta = b @ a
+        self.ref2 += _sq(delta)
+        self.err2 += _sq(b.to(dtype).float() @ a.to(dtype).float() - delta)
+
     @property
     def value(self) -> float:
         return math.sqrt(self.err2 / self.ref2) if self.ref2 > 0 else 0.0
@@ -100,3 +112,30 @@ def merge_fidelity(plan, x, dtypes: Iterable[str | torch.dtype], *, rows: int | 
 
     files = checkpoint_tensors(plan.ds.base_path)
     return estimates(((read_tensor(files[t], t), delta) for t, delta in plan.deltas(x)), dtypes, rows=rows)
+
+
+def sampled_names(names: list[str], count: int = 8) -> list[str]:
+    """`count` evenly spaced names (all of them if fewer): the tensors a quick estimate measures."""
+    step = max(1, -(-len(names) // count))
+    return names[::step]
+
+
+def factors_fidelity(base, factors, dtype: str | torch.dtype, names: list[str], *,
+                     rows: int | None = SAMPLE_ROWS) -> float:
+    """The in-place fidelity estimate for an engine of `dtype` of an update given as LoRA factors, (tensor, A, B)
+    with ΔW = B·A, on the tensors `names` only (search.candidates: auto's test)."""
+    from hyper_es.directions.sources import checkpoint_tensors, read_tensor
+
+    files, keep = checkpoint_tensors(base), set(names)
+    pairs = ((read_tensor(files[t], t), b.float().cpu() @ a.float().cpu()) for t, a, b in factors if t in keep)
+    return next(iter(estimates(pairs, [dtype], rows=rows).values()))
+
+
+def adapter_fidelity(low, x, dtypes: Iterable[str | torch.dtype], *, rows: int | None = SAMPLE_ROWS) -> dict[str, float]:
+    """{dtype name: fidelity} of genome x served as a LoRA adapter (a merging.low_rank.LowRankPlan) in each dtype:
+    the adapter's own rounding of B·A, nothing rounds into the base weights."""
+    accs = {str(d).removeprefix("torch."): (to_dtype(d), Fidelity(rows)) for d in dtypes}
+    for _, a, b in low.factors(x):
+        for dtype, acc in accs.values():
+            acc.add_factors(a, b, dtype)
+    return {name: acc.value for name, (_, acc) in accs.items()}

@@ -23,6 +23,7 @@ from hyper_es.errors import HyperESError
 from hyper_es.es.member import Member
 
 Weights = Iterator[tuple[str, torch.Tensor, "torch.Tensor | None"]]
+Factors = Iterator[tuple[str, torch.Tensor, torch.Tensor]]  # (tensor, A, B): the update B·A, as a LoRA candidate
 
 
 class MergeSource:
@@ -32,6 +33,7 @@ class MergeSource:
         self.plan = plan
         self.names = list(plan.tensors)
         self.master: dict[str, torch.Tensor] = {}
+        self._low_rank = None
 
     def bind(self, master: dict[str, torch.Tensor]) -> None:
         """The fp32 base weights of (at least) `names`; compiles a fused plan now, not inside a timed candidate."""
@@ -48,6 +50,17 @@ class MergeSource:
             master = self.master[t]
             d = d.to(master.device)
             yield t, master + d, d
+
+    def factors(self, x) -> Factors:
+        """Candidate x as one LoRA, (tensor, A, B) with B·A = ΔW(x) (a linear merge of LoRA directions only); x None:
+        no update. The stacked A is built on first use, on the master's device."""
+        if x is None:
+            return
+        if self._low_rank is None:
+            from hyper_es.merging.low_rank import LowRankPlan
+
+            self._low_rank = LowRankPlan(self.plan, next(iter(self.master.values())).device if self.master else "cpu")
+        yield from self._low_rank.factors(x)
 
     def update(self, *args) -> None:
         raise HyperESError("a merge source takes no ES update")
@@ -102,6 +115,17 @@ class ESSource:
                                                                             self.noise)
         yield from ((n, w, None) for n, w in stream)
 
+    def factors(self, member: Member | None) -> Factors:
+        """The member as one LoRA over W₀ (+ the start): (W, A', scaling·B'); None: θ's own factors."""
+        if self.lora is None:
+            raise HyperESError(f"LoRA candidates need es.scope: lora (this ES source has {len(self.names)} dense "
+                               f"tensors)")
+        from hyper_es.es.lora import member_factors
+
+        m = None if member is None else (member.seed, member.scale)
+        for n, a, b in member_factors(self.names, self.theta, m, self.noise):
+            yield n, a, self.lora.scaling * b
+
     def update(self, seeds, z, sigma: float, alpha: float, signs) -> None:
         from hyper_es.es.update import apply_update
 
@@ -144,6 +168,23 @@ class MergeWeights:
 
         return MergeSource(MergePlan(self.ds, self.genome, self.settings, fused=self.fused))
 
+    def lora_rank(self) -> int:
+        """The rank of the candidates as LoRA adapters (HyperESError if the merge is not linear)."""
+        from hyper_es.merging import MergePlan
+        from hyper_es.merging.low_rank import LowRankPlan
+
+        return LowRankPlan(MergePlan(self.ds, self.genome, self.settings, prepare=False)).rank
+
+    def inplace_fidelity(self, dtype: str) -> float:
+        """The fidelity estimate of the search's start (the genome's uniform x0) installed in place in `dtype`, on
+        8 evenly spaced tensors (a linear merge of LoRA directions only)."""
+        from hyper_es.engine.fidelity import factors_fidelity, sampled_names
+        from hyper_es.merging import MergePlan
+        from hyper_es.merging.low_rank import LowRankPlan
+
+        low = LowRankPlan(MergePlan(self.ds, self.genome, self.settings, prepare=False))
+        return factors_fidelity(self.base, low.factors(self.genome.initial()), dtype, sampled_names(list(low.stacked)))
+
     def worker_spec(self, workdir: Path) -> dict:
         """Plain data for the vLLM worker: the directions and genome are saved under `workdir`."""
         workdir = Path(workdir)
@@ -176,6 +217,7 @@ class ESWeights:
     lora: object = None  # es.lora.LoraShape for scope: lora
     noise: str = "table"
     start_file: Path | None = None  # a sequenced start's update (safetensors)
+    sigma: float = 1e-3  # es.sigma: the scale of a member (search.candidates: auto's fidelity estimate)
     source_cls = ESSource
 
     def _start(self) -> dict:
@@ -194,6 +236,25 @@ class ESWeights:
         shapes = tensor_shapes(str(self.base)) if shapes is None else shapes
         names = es_tensors(shapes, self.scope, architectures.get(self.architecture).layer_pattern, self.lora)
         return ESSource(names, lora=self.lora, noise=self.noise, start=self._start())
+
+    def lora_rank(self) -> int:
+        if self.lora is None:
+            raise HyperESError(f"LoRA candidates need es.scope: lora, not {self.scope}")
+        return self.lora.r
+
+    def inplace_fidelity(self, dtype: str) -> float:
+        """The fidelity estimate of a first-generation member (θ_0 + σ·ε(seed 0)) installed in place in `dtype`, on
+        8 evenly spaced LoRA targets (`scope: lora` only)."""
+        from hyper_es.directions.sources import tensor_shapes
+        from hyper_es.engine.fidelity import factors_fidelity, sampled_names
+        from hyper_es.es.lora import init_factors, member_factors
+
+        names = sampled_names(self.source(tensor_shapes(self.base)).names)
+        shapes = tensor_shapes(self.base)
+        theta = init_factors({n: shapes[n] for n in names}, self.lora.r)
+        factors = ((n, a, self.lora.scaling * b) for n, a, b in member_factors(names, theta, (0, self.sigma),
+                                                                                 self.noise))
+        return factors_fidelity(self.base, factors, dtype, names)
 
     def worker_spec(self, workdir: Path | None = None) -> dict:
         lora = None if self.lora is None else {"r": self.lora.r, "alpha": self.lora.alpha,

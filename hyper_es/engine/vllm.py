@@ -83,13 +83,24 @@ class VLLMGenerator:
         """Several prompt groups with their own settings (tasks differ in max_tokens and stop) in one engine call,
         so the scheduler batches all of them together. `seeds`: one per prompt (default: the sampling seed plus the
         prompt's place in its group)."""
+        prompts, params = self._requests(groups, seeds)
+        outs = self.llm.generate(prompts, params, use_tqdm=self.show_progress, **self._lora(len(prompts)))
+        return self._unpack(iter(outs), groups)
+
+    def _requests(self, groups, seeds) -> tuple[list[dict], list]:
         seeds = seeds or [[s.seed + i for i in range(len(ps))] for ps, s in groups]
         prompts = [{"prompt_token_ids": p} for ps, _ in groups for p in ps]
         params = [self._params(s, seed) for (ps, s), ss in zip(groups, seeds, strict=True)
                   for _, seed in zip(ps, ss, strict=True)]
-        outs = iter(self.llm.generate(prompts, params, use_tqdm=self.show_progress))
+        return prompts, params
+
+    def _unpack(self, outs, groups) -> list[list[list[list[int]]]]:
+        """The next outputs of `outs`, one per prompt of `groups`, as completion ids cut at end-of-sequence."""
         return [[[cut_at_eos(list(c.token_ids), self.eos_ids) for c in next(outs).outputs] for _ in ps]
                 for ps, _ in groups]
+
+    def _lora(self, n: int) -> dict:
+        return {}  # the resident engine serves its LoRA candidates here (vllm_resident.py)
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

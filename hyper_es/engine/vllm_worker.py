@@ -50,7 +50,12 @@ class HyperESWorker:
         self.hx_base = spec["base"]
         self._hx_bind(get(family), self.hx_source.names, spec["base"], device, family)
         self.hx_source.bind(self.hx_master)
-        self.hx_set(None)  # the source's resting weights (θ_0 of a sequenced ES start)
+        self.hx_lora = spec.get("candidates") == "lora"
+        if self.hx_lora:  # candidates are adapters over the master (the base, plus a sequenced ES start)
+            for target, parts in self.hx_targets.items():
+                self._hx_install(target, {p: self.hx_master[p] for p in parts.values()})
+        else:
+            self.hx_set(None)  # the source's resting weights (θ_0 of a sequenced ES start)
         return {"targets": len(self.hx_targets), "names": self.hx_source.names}
 
     @torch.no_grad()
@@ -72,8 +77,10 @@ class HyperESWorker:
         from hyper_es.directions.sources import checkpoint_tensors, read_tensor
 
         model = self.model_runner.model
-        self.hx_modules = dict(model.named_modules())
-        self.hx_params = dict(model.named_parameters())
+        # With LoRA enabled, vLLM wraps a layer and keeps it as `<name>.base_layer`: its weights are written there.
+        self.hx_modules = {n.removesuffix(".base_layer"): m for n, m in model.named_modules()
+                           if not hasattr(m, "base_layer")}
+        self.hx_params = {n.replace(".base_layer.", "."): p for n, p in model.named_parameters()}
         self.hx_modules.pop("", None)
         files = checkpoint_tensors(base)
         # Targets touched, with every HF part they are made of (fp32 master copies).
@@ -169,5 +176,57 @@ class HyperESWorker:
         """An ES step on the source's θ, then θ installed; the timing of hx_set plus update_s."""
         t0 = time.perf_counter()
         self.hx_source.update(seeds, z, sigma, alpha, signs)
+        if self.hx_lora:  # θ is served as an adapter: nothing to install
+            return {"update_s": time.perf_counter() - t0}
         timing = self.hx_set(None)
         return {**timing, "update_s": time.perf_counter() - t0 - timing["install_s"] - timing[self.hx_source.timing_key]}
+
+    @torch.no_grad()
+    def hx_adapters(self, payloads: list, ids: list[int], rank: int) -> dict:
+        """Register each candidate as an in-memory LoRA adapter of id ids[i] (replacing one of that id), so that a
+        request naming the id is served with it and nothing is read from disk. {"served": [bool] (False: the
+        candidate has no update, served without an adapter), "fidelity": [...] (the adapter's own error in the
+        LoRA dtype, engine/fidelity.py), "factors_s", "register_s"}."""
+        from vllm.lora.lora_model import LoRAModel
+        from vllm.lora.peft_helper import PEFTHelper
+
+        wm = self.model_runner.lora_manager
+        mm, dtype = wm._adapter_manager, wm.lora_config.lora_dtype
+        made_s = reg_s = 0.0
+        served, fids = [], []
+        for payload, lora_id in zip(payloads, ids, strict=True):
+            t0, fid, tensors, modules = time.perf_counter(), Fidelity(), {}, set()
+            for hf, a, b in self.hx_source.factors(self.hx_source.decode(payload)):
+                fid.add_factors(a, b, dtype)
+                module = hf.removesuffix(".weight")
+                tensors[f"base_model.model.{module}.lora_A.weight"] = a.to("cpu", dtype, copy=True)
+                tensors[f"base_model.model.{module}.lora_B.weight"] = b.to("cpu", dtype, copy=True)
+                modules.add(module.rsplit(".", 1)[-1])
+            t1 = time.perf_counter()
+            made_s += t1 - t0
+            self._hx_drop(mm, lora_id)
+            served.append(bool(tensors))
+            fids.append(fid.value)
+            if tensors:  # scaling alpha/r = 1: the factors carry every scale
+                helper = PEFTHelper.from_dict({"r": rank, "lora_alpha": rank, "target_modules": sorted(modules)})
+                helper.validate_legal(wm.lora_config)
+                mm.add_adapter(LoRAModel.from_lora_tensors(lora_id, tensors, helper, device="cpu", dtype=dtype,
+                                                           model_vocab_size=wm.vocab_size))
+            reg_s += time.perf_counter() - t1
+        return {"served": served, "fidelity": fids, "factors_s": made_s, "register_s": reg_s}
+
+    def hx_drop_adapters(self, ids: list[int]) -> None:
+        manager = getattr(self.model_runner, "lora_manager", None)
+        for lora_id in ids if manager is not None else ():
+            self._hx_drop(manager._adapter_manager, lora_id)
+
+    @staticmethod
+    def _hx_drop(mm, lora_id: int) -> None:
+        """Remove adapter `lora_id` and zero its slot. vLLM only marks a dropped adapter's slot free, and on CPU a
+        request without an adapter reads the last slot (index -1): a stale adapter there would serve it."""
+        if lora_id in mm.lora_index_to_id:
+            index = mm.lora_index_to_id.index(lora_id)
+            for module in mm.modules.values():
+                module.reset_lora(index)
+        if lora_id in mm.list_adapters():
+            mm.remove_adapter(lora_id)

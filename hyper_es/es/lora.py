@@ -52,16 +52,23 @@ def init_factors(shapes: Mapping[str, tuple[int, ...]], r: int, device="cpu") ->
     return out
 
 
-def installed(w0: Mapping[str, torch.Tensor], factors: Mapping[str, torch.Tensor], scaling: float,
-              member: tuple[int, float] | None = None, kind: str = "generator") -> Iterator[tuple[str, torch.Tensor]]:
-    """(W, W₀ + scaling·B'·A') per weight, in fp32; B', A' are the factors, plus scale·ε(seed) for a member (noise
-    of `kind`; A's init is always generated)."""
-    for w, base in w0.items():
+def member_factors(names, factors: Mapping[str, torch.Tensor], member: tuple[int, float] | None = None,
+                   kind: str = "generator") -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(W, A', B') per weight: the factors, plus scale·ε(seed) for a member (noise of `kind`)."""
+    for w in names:
         a, b = factors[f"{w}:A"], factors[f"{w}:B"]
         if member is not None:
             seed, scale = member
             a = a + scale * noise(seed, f"{w}:A", a.shape, device=a.device, kind=kind)
             b = b + scale * noise(seed, f"{w}:B", b.shape, device=b.device, kind=kind)
+        yield w, a, b
+
+
+def installed(w0: Mapping[str, torch.Tensor], factors: Mapping[str, torch.Tensor], scaling: float,
+              member: tuple[int, float] | None = None, kind: str = "generator") -> Iterator[tuple[str, torch.Tensor]]:
+    """(W, W₀ + scaling·B'·A') per weight, in fp32; B', A' are the factors, plus scale·ε(seed) for a member (noise
+    of `kind`; A's init is always generated)."""
+    for (w, a, b), base in zip(member_factors(w0, factors, member, kind), w0.values()):
         yield w, base + scaling * (b @ a)
 
 

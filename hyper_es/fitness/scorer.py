@@ -33,7 +33,7 @@ class Score:
 
 
 class Scorer:
-    """Scores genomes with a resident in-place engine (VLLMInPlace or HFInPlace) on rows of several tasks.
+    """Scores genomes with a resident engine (VLLMResident or HFResident) on rows of several tasks.
 
     A candidate's prompts of every task go to the engine in one call (vLLM batches them together). The reward
     is the task-weighted mean over prompts and samples."""
@@ -63,20 +63,33 @@ class Scorer:
         `answers`, each problem's first final answer is kept too (ES's population diversity)."""
         t0, failed = time.perf_counter(), rewards.failures()
         self.engine.set_genome(x)
-        fidelity = float(getattr(self.engine, "last_fidelity", 0.0))
+        fidelity = self._fidelity(getattr(self.engine, "last_fidelity", 0.0))
+        t1 = time.perf_counter()
+        tasks, groups = self._groups(rows, samples, temperature, seed)
+        outs = self.engine.generate_groups(groups)
+        t2 = time.perf_counter()
+        score = self._tally(tasks, groups, rows, outs, reward, answers)
+        score.timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
+        score.reward_errors, score.fidelity = reward_errors(failed), fidelity
+        return score
+
+    def _fidelity(self, value: float) -> float:
+        fidelity = float(value)
         if fidelity > WARN_ABOVE and not self._fidelity_warned:
             self._fidelity_warned = True
             logger.warning("the installed update differs from the intended one by %.0f%%: bf16 rounds the merge "
-                           "away; set eval.dtype: float32 (logged once; fidelity_max per generation)",
-                           100 * fidelity)
-        t1 = time.perf_counter()
+                           "away; set eval.dtype: float32 or search.candidates: lora (logged once; fidelity_max "
+                           "per generation)", 100 * fidelity)
+        return fidelity
+
+    def _groups(self, rows, samples: int, temperature: float, seed: int) -> tuple[list[Task], list]:
         tasks = [t for t in self.tasks if rows.get(t.name)]
-        samplings = [t.sampling(n=samples, temperature=temperature, seed=seed) for t in tasks]
-        outs = self.engine.generate_groups([(self._prompt_ids(t, rows[t.name]), sp)
-                                            for t, sp in zip(tasks, samplings)])
-        t2 = time.perf_counter()
+        return tasks, [(self._prompt_ids(t, rows[t.name]), t.sampling(n=samples, temperature=temperature, seed=seed))
+                       for t in tasks]
+
+    def _tally(self, tasks, groups, rows, outs, reward, answers: bool) -> Score:
         total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
-        for task, sampling, task_outs in zip(tasks, samplings, outs):
+        for task, (_, sampling), task_outs in zip(tasks, groups, outs):
             scored = []
             for row, completions in zip(rows[task.name], task_outs, strict=True):
                 texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
@@ -87,15 +100,33 @@ class Scorer:
                 tokens += sum(map(len, completions))
             total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
-        timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
-        return Score(total / weight, tokens, timing, reward_errors(failed), per_row, fidelity=fidelity,
-                     answers=finals)
+        return Score(total / weight, tokens, per_row=per_row, answers=finals)
 
-    def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, **kw) -> list[Score]:
-        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors)."""
-        out = []
-        for x in xs:
-            out.append(self.score(x, rows, **kw))
+    def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, samples: int = 1,
+                   temperature: float = 0.0, seed: int = 0, reward=None, answers: bool = False) -> list[Score]:
+        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors). An
+        engine with LoRA candidates generates for all of them in one call; the Scores are the same as one by one."""
+        kw = {"samples": samples, "temperature": temperature, "seed": seed, "reward": reward, "answers": answers}
+        if getattr(self.engine, "candidates", "inplace") != "lora":
+            out = []
+            for x in xs:
+                out.append(self.score(x, rows, **kw))
+                if on_done:
+                    on_done()
+            return out
+        t0 = time.perf_counter()
+        tasks, groups = self._groups(rows, samples, temperature, seed)
+        outs = self.engine.generate_candidates(xs, groups)
+        t1 = time.perf_counter()
+        scores = []
+        for x_outs, fidelity in zip(outs, self.engine.last_fidelities, strict=True):
+            t2, failed = time.perf_counter(), rewards.failures()
+            score = self._tally(tasks, groups, rows, x_outs, reward, answers)
+            score.fidelity, score.reward_errors = self._fidelity(fidelity), reward_errors(failed)
+            # the batch's time (adapters registered, then one generation call for all), shared evenly
+            score.timing = {"merge_load_s": 0.0, "generate_s": (t1 - t0) / len(xs),
+                            "score_s": time.perf_counter() - t2}
+            scores.append(score)
             if on_done:
                 on_done()
-        return out
+        return scores

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -31,6 +32,11 @@ from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 
 logger = logging.getLogger(__name__)
+
+
+def cma_popsize(n: int) -> int:
+    """pycma's default population for n dimensions (4 + ⌊3 ln n⌋): a LoRA engine's batch of adapters."""
+    return 4 + int(3 * math.log(n))
 
 
 def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:
@@ -66,7 +72,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                                       workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
     else:
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
-                                     fused=s.compile_merge)
+                                     fused=s.compile_merge, batch=s.popsize or cma_popsize(genome.size))
         scorer = Scorer(engine, tok, tasks)
     tracker = None
     try:

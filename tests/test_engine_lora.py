@@ -1,0 +1,150 @@
+"""LoRA candidates in a resident vLLM engine (tiny model, fp32): an adapter serves what the in-place merge serves
+(to fp32 rounding), a generation in one call scores exactly as the candidates one by one, and an ES `scope: lora`
+member serves as the in-place member."""
+
+import numpy as np
+import pytest
+import torch
+
+import hyper_es as hx
+from hyper_es.directions.sources import Direction, LoraFactors
+from hyper_es.engine import Sampling
+from hyper_es.merging import MergeSettings, genome_for
+from hyper_es.tasks import get_task
+
+pytestmark = [pytest.mark.integration, pytest.mark.vllm]
+pytest.importorskip("vllm")
+PROMPTS = 64
+
+
+def first_logprobs(engine, ids, k=5):
+    """The top-k log-probabilities of each prompt's next token, as the engine serves it now."""
+    from vllm import SamplingParams
+
+    outs = engine.llm.generate([{"prompt_token_ids": p} for p in ids], SamplingParams(max_tokens=1, logprobs=k),
+                               use_tqdm=False, **engine._lora(len(ids)))
+    return [{t: lp.logprob for t, lp in o.outputs[0].logprobs[0].items()} for o in outs]
+
+
+def served(engine, ids, s):
+    return engine.generate(ids, s), first_logprobs(engine, ids)
+
+
+def assert_same_model(got, want):
+    """Two ways of serving one update agree to fp32 rounding: W·x + B·(A·x) and (W + B·A)·x sum in another order, so
+    the next-token log-probabilities agree to 1e-3 (a wrong or missing adapter moves them by far more) and a greedy
+    completion may flip only where two tokens tie."""
+    (outs, lps), (want_outs, want_lps) = got, want
+    for lp, want_lp in zip(lps, want_lps, strict=True):
+        common = lp.keys() & want_lp.keys()
+        assert len(common) >= 4 and max(abs(lp[t] - want_lp[t]) for t in common) < 1e-3
+    assert sum(o == w for o, w in zip(outs, want_outs, strict=True)) >= 0.95 * len(outs)
+
+
+def lora_directions(tiny_path, k=3, r=4, scale=0.3):
+    """k random LoRA directions on every projection of the tiny model (large enough to change greedy outputs)."""
+    from hyper_es.directions.sources import tensor_shapes
+
+    shapes = {t: s for t, s in tensor_shapes(tiny_path).items() if t.endswith("proj.weight")}
+    gen = torch.Generator().manual_seed(0)
+    return hx.DirectionSet(str(tiny_path), [
+        Direction(f"d{i}", {t: LoraFactors(torch.randn(r, s[1], generator=gen) / s[1] ** 0.5,
+                                           torch.randn(s[0], r, generator=gen) / r ** 0.5, scale)
+                            for t, s in shapes.items()}) for i in range(k)])
+
+
+@pytest.fixture(scope="module")
+def lora_engine(tiny_path):
+    """One fp32 engine with LoRA enabled (4 adapters a batch, rank ≤ 16), closed with this module, before the
+    shared engine of the later modules starts."""
+    from transformers import AutoTokenizer
+
+    from hyper_es.engine.vllm_resident import VLLMResident
+
+    tok = AutoTokenizer.from_pretrained(tiny_path)
+    engine = VLLMResident(tiny_path, tok, dtype="float32", max_model_len=512, candidates="lora", lora_rank=16,
+                          max_loras=4)
+    yield engine, tok
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def prompts(lora_engine):
+    task = get_task("countdown")
+    return task, task.rows("test")[:PROMPTS], task.prompt_ids(lora_engine[1], task.rows("test")[:PROMPTS])
+
+
+def test_an_adapter_serves_what_the_inplace_merge_serves(tiny_path, lora_engine, prompts, tmp_path):
+    from hyper_es.engine.sources import MergeWeights
+
+    engine, _ = lora_engine
+    _, _, ids = prompts
+    ds = lora_directions(tiny_path)
+    genome = genome_for(ds, layer_group_size=2, module_groups=True)
+    weights = MergeWeights(ds, genome, MergeSettings("task_arithmetic", lam=0.8))
+    s = Sampling(max_tokens=12)
+    base, base_lp = served(engine, ids, s)
+    xs = [np.random.default_rng(i).uniform(-1, 2, genome.size) for i in range(2)]
+    engine.load(weights, tmp_path / "a", candidates="inplace")
+    inplace = []
+    for x in xs:
+        engine.set_genome(x)
+        inplace.append(served(engine, ids, s))
+    engine.load(weights, tmp_path / "b", candidates="lora")
+    assert engine.generate(ids, s) == base  # resting weights: the base, no adapter
+    for x, want in zip(xs, inplace):
+        engine.set_genome(x)
+        assert engine.last_fidelity == 0.0  # fp32 adapters: nothing rounds
+        got = served(engine, ids, s)
+        assert_same_model(got, want)
+        assert sum(g != b for g, b in zip(got[0], base)) >= PROMPTS // 4  # the candidate changes the model
+        assert max(abs(lp[t] - b[t]) for lp, b in zip(got[1], base_lp) for t in lp.keys() & b.keys()) > 0.1
+    engine.restore()
+    assert engine.generate(ids, s) == base
+    engine.unload()
+
+
+def test_a_generation_in_one_call_scores_as_one_by_one(tiny_path, lora_engine, tmp_path):
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.fitness import Scorer
+
+    from hyper_es.tasks import Task, TaskConfig
+
+    engine, tok = lora_engine
+    task = Task(TaskConfig(name="chain_sum", test={"source": "builtin", "name": "chain_sum_test"}, max_tokens=16,
+                           reward="dense_reward:digit_fraction"))  # dense: the candidates' rewards differ
+    rows = task.rows("test")[:16]
+    ds = lora_directions(tiny_path)
+    genome = genome_for(ds)
+    engine.load(MergeWeights(ds, genome, MergeSettings("task_arithmetic")), tmp_path / "w")
+    xs = [np.random.default_rng(10 + i).uniform(-1, 2, genome.size) for i in range(5)] + [None]  # 6 > max_loras
+    scorer = Scorer(engine, tok, [task])
+    kw = {"samples": 2, "temperature": 1.0, "seed": 3}
+    batched = scorer.score_many(xs, {task.name: rows}, **kw)
+    single = [scorer.score(x, {task.name: rows}, **kw) for x in xs]
+    assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(s.reward, s.per_row, s.tokens) for s in single]
+    assert len({b.reward for b in batched}) > 1  # the candidates differ
+    engine.unload()
+
+
+def test_an_es_lora_member_as_an_adapter_equals_the_inplace_member(tiny_path, lora_engine, prompts):
+    from hyper_es.engine.sources import ESWeights
+    from hyper_es.es.lora import LoraShape
+    from hyper_es.es.member import Member
+
+    engine, _ = lora_engine
+    _, _, ids = prompts
+    weights = ESWeights(tiny_path, "llama", "lora", LoraShape(4, 8.0, ("q_proj", "v_proj", "down_proj")),
+                        noise="generator")
+    s = Sampling(max_tokens=12)
+    out = {}
+    for mode in ("inplace", "lora"):
+        engine.load(weights, candidates=mode)
+        engine.update([5, 6], [1.0, -1.0], 0.5, 2.0, [1, 1])  # an ES step: θ's B is no longer 0
+        theta = served(engine, ids, s)
+        engine.set_genome(Member(7, 0.5))
+        out[mode] = (theta, served(engine, ids, s))
+    for got, want in zip(out["lora"], out["inplace"]):
+        assert_same_model(got, want)
+    assert out["lora"][0][0] != out["lora"][1][0]
+    engine.unload()
