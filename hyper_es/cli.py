@@ -106,34 +106,42 @@ def check(
 
 def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     """Table of the fidelity (engine/fidelity.py) of the recipe's merge at x0 × scale, in the engine's dtype (and
-    in bf16 for comparison when that is fp32), computed on the CPU without an engine; one line of verdict."""
+    in bf16 for comparison when that is fp32), computed on the CPU without an engine: installed in place, and (a
+    linear merge of LoRA directions) served as a LoRA adapter; one line of verdict, with the path the search takes."""
     from hyper_es.directions import DirectionSet
-    from hyper_es.engine import engine_dtype
-    from hyper_es.engine.fidelity import WARN_ABOVE, merge_fidelity
+    from hyper_es.engine import candidate_path, engine_dtype, merge_weights
+    from hyper_es.engine.fidelity import WARN_ABOVE, adapter_fidelity, merge_fidelity
     from hyper_es.merging import MergePlan, recipe_genome
+    from hyper_es.merging.low_rank import LowRankPlan, linear_reason
 
     ds = DirectionSet.from_run(run)
     genome, settings = recipe_genome(rec, ds)
     dtype = engine_dtype(rec.eval.backend, rec.eval.dtype, rec.model.dtype)
     dtypes = [dtype] + (["bfloat16"] if dtype == "float32" else [])
     plan = MergePlan(ds, genome, settings, prepare=False)
+    low = None if linear_reason(plan) else LowRankPlan(plan)
     x0 = genome.initial(rec.search.x0, rec.merge.density)
-    rows = [(c, merge_fidelity(plan, genome.scaled(x0, c), dtypes, rows=None))  # coefficients only; every entry
-            for c in scales]
+    cols = [("inplace", d) for d in dtypes] + ([("lora", d) for d in dtypes] if low else [])
+    rows = []
+    for c in scales:
+        x = genome.scaled(x0, c)
+        fid = {("inplace", d): v for d, v in merge_fidelity(plan, x, dtypes, rows=None).items()}  # every entry
+        if low:
+            fid |= {("lora", d): v for d, v in adapter_fidelity(low, x, dtypes, rows=None).items()}
+        rows.append((c, fid))
     typer.echo(f"fidelity ‖installed − intended‖ / ‖intended‖ of the merge at x0 × scale ({len(ds)} "
                f"direction{'s' * (len(ds) != 1)}, {rec.eval.backend} engine in {dtype}):")
-    typer.echo("scale".rjust(8) + "".join(d.rjust(12) for d in dtypes))
+    typer.echo("scale".rjust(8) + "".join(f"{p}:{d}".rjust(18) for p, d in cols))
     for c, fid in rows:
-        typer.echo(f"{c:8.2f}" + "".join(f"{fid[d]:12.3f}" for d in dtypes))
-    at_x0 = dict(rows)[1.0][dtype]
-    if dtype == "float32":
-        typer.echo(f"verdict: float32 engine, the update is installed exactly (bfloat16 would be off by "
-                   f"{dict(rows)[1.0]['bfloat16']:.0%} at x0)")
-    elif at_x0 > WARN_ABOVE:
-        typer.echo(f"verdict: at x0 the installed update differs from the intended one by {at_x0:.0%}: {dtype} rounds "
-                   f"the merge away; set eval.dtype: float32")
-    else:
-        typer.echo(f"verdict: at x0 {dtype} keeps the update (error {at_x0:.1%} ≤ {WARN_ABOVE:.0%})")
+        typer.echo(f"{c:8.2f}" + "".join(f"{fid[col]:18.3f}" for col in cols))
+    path, why = candidate_path(rec.search.candidates, rec.eval.backend, dtype, merge_weights(rec, ds, genome, settings))
+    at_x0 = dict(rows)[1.0][(path, dtype)]
+    served = "as LoRA adapters" if path == "lora" else "in place"
+    advice = ""
+    if at_x0 > WARN_ABOVE:
+        advice = "; set eval.dtype: float32" + (" or search.candidates: lora" if low else "")
+    typer.echo(f"verdict: search.candidates {rec.search.candidates}: served {served} ({why}); at x0 the served "
+               f"update is off by {at_x0:.1%}{advice}")
 
 
 @command()

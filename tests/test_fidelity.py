@@ -114,23 +114,32 @@ def test_check_run_prints_the_fidelity_table(tmp_path, tiny_path):
 
     run = _tiny_run(tmp_path, tiny_path)
     data = yaml.safe_load((ROOT / "recipes/tiny.yaml").read_text())
-    for dtype, cols in (("float32", ["float32", "bfloat16"]), ("bfloat16", ["bfloat16"])):
-        data["eval"]["dtype"] = dtype
-        recipe = tmp_path / f"{dtype}.yaml"
+    for dtype, method in (("float32", "task_arithmetic"), ("bfloat16", "task_arithmetic"), ("bfloat16", "dare_ties")):
+        data["eval"]["dtype"], data["eval"]["backend"], data["merge"]["method"] = dtype, "vllm", method
+        recipe = tmp_path / f"{dtype}-{method}.yaml"
         recipe.write_text(yaml.safe_dump(data))
         result = CliRunner().invoke(app, ["check", str(recipe), "--run", str(run)])
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
+        dtypes = ["float32", "bfloat16"] if dtype == "float32" else ["bfloat16"]
+        paths = ("inplace", "lora") if method == "task_arithmetic" else ("inplace",)  # a linear merge: both paths
+        cols = [f"{p}:{d}" for p in paths for d in dtypes]
         head = next(i for i, line in enumerate(lines) if line.split() == ["scale", *cols])
         table = [[float(v) for v in line.split()] for line in lines[head + 1: head + 4]]
         assert [row[0] for row in table] == [0.25, 1.0, 4.0]
-        fid = {row[0]: row[1:] for row in table}
+        fid = {row[0]: dict(zip(cols, row[1:], strict=True)) for row in table}
+        verdict = lines[head + 4]
+        assert fid[0.25]["inplace:bfloat16"] > fid[4.0]["inplace:bfloat16"] > 0
         if dtype == "float32":
-            assert all(f[0] == 0 for f in fid.values()) and fid[0.25][1] > fid[4.0][1] > 0
-            assert lines[head + 4].startswith("verdict: float32 engine, the update is installed exactly")
+            assert all(f["inplace:float32"] == 0 == f["lora:float32"] for f in fid.values())
+            assert verdict.startswith("verdict: search.candidates auto: served in place (a float32 engine")
+        elif method == "task_arithmetic":
+            # the adapter's own rounding: B and A in bf16, about the same relative error at every scale
+            assert all(0 < f["lora:bfloat16"] < 0.01 for f in fid.values())
+            assert verdict.startswith("verdict: search.candidates auto: served as LoRA adapters (in place in bfloat16")
         else:
-            assert fid[0.25][0] > fid[4.0][0] > 0
-            assert lines[head + 4].startswith("verdict: at x0 ")
+            assert verdict.startswith("verdict: search.candidates auto: served in place (a LoRA candidate needs a linear")
+            assert "merge method dare_ties elects signs per entry" in verdict
     result = CliRunner().invoke(app, ["check", str(recipe), "--run", str(run), "--no-resolve"])
     assert result.exit_code == 2 and "drop --no-resolve" in result.stderr
 
