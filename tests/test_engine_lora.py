@@ -53,6 +53,38 @@ def lora_directions(tiny_path, k=3, r=4, scale=0.3):
                             for t, s in shapes.items()}) for i in range(k)])
 
 
+def test_smollm2_an_adapter_serves_what_the_inplace_merge_serves(tmp_path):
+    """The real SmolLM2-135M (30 layers, GQA, tied embeddings). Its own engine, closed before this module's tiny one
+    starts (tests run in file order)."""
+    from transformers import AutoTokenizer
+
+    from hyper_es import models
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.engine.vllm_resident import VLLMResident
+
+    path = models.resolve("smollm2-135m-instruct")
+    tok = AutoTokenizer.from_pretrained(path)
+    ds = lora_directions(path, k=2)
+    genome = genome_for(ds, layer_group_size=6)
+    weights = MergeWeights(ds, genome, MergeSettings("task_arithmetic"))
+    task = get_task("countdown")
+    ids = task.prompt_ids(tok, task.rows("test")[:PROMPTS])
+    x, s = np.random.default_rng(0).uniform(0, 1, genome.size), Sampling(max_tokens=12)
+    engine = VLLMResident(path, tok, dtype="float32", max_model_len=512, candidates="lora", lora_rank=8, max_loras=1)
+    try:
+        base = engine.generate(ids, s)
+        engine.load(weights, tmp_path / "a", candidates="inplace")
+        engine.set_genome(x)
+        want = served(engine, ids, s)
+        engine.load(weights, tmp_path / "b", candidates="lora")
+        engine.set_genome(x)
+        got = served(engine, ids, s)
+    finally:
+        engine.close()
+    assert_same_model(got, want)
+    assert sum(g != b for g, b in zip(got[0], base)) >= PROMPTS // 4
+
+
 @pytest.fixture(scope="module")
 def lora_engine(tiny_path):
     """One fp32 engine with LoRA enabled (4 adapters a batch, rank ≤ 16), closed with this module, before the
