@@ -400,6 +400,31 @@ class ExecutorConfig(Strict):
     max_retries: NonNegInt = Field(2, description="a gradient job whose worker dies is retried (from its checkpoint)")
 
 
+class PromptSpace(Strict):
+    """The prompt genes of one task (co-evolution): each list holds alternatives to the task's own prompt part, which
+    is always gene 0 (the start)."""
+
+    systems: list[str | None] = Field(default_factory=list, description="alternative system turns (null: none)")
+    templates: list[str] = Field(default_factory=list, description="alternative user templates ({question}, ...)")
+    formats: list[str] = Field(default_factory=list, description="answer-format lines appended to the user turn")
+    max_shots: NonNegInt = Field(3, description="few-shot examples at most, each a train row the genome picks")
+
+
+class CoevolveConfig(Strict):
+    """Prompt–parameter co-evolution: every parameter candidate is scored with prompts from a population."""
+
+    tasks: dict[str, PromptSpace] = Field(min_length=1, description="task name: its prompt genes")
+    population: PosInt = Field(4, description="prompts per generation")
+    elite: PosInt = Field(2, description="best prompts kept each generation; the rest are their mutants")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _elite_fits(self) -> CoevolveConfig:
+        if self.elite > self.population:
+            raise ValueError(f"elite ({self.elite}) must be at most population ({self.population})")
+        return self
+
+
 class Recipe(Strict):
     name: str
     model: ModelConfig
@@ -410,6 +435,7 @@ class Recipe(Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     es: ESConfig = Field(default_factory=ESConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    coevolve: CoevolveConfig | None = Field(None, description="co-evolve prompts with the parameters (none: fixed)")
     method: Literal["hyper-es", "es"] = Field(
         "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
         "search), or full-parameter ES (the `es` section)")
@@ -432,6 +458,12 @@ class Recipe(Strict):
                     raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
                 if getattr(self.task(ref), split) is None:
                     raise ValueError(f"@{stage}.tasks[{i}]: task '{ref}' has no {split} split")
+        for ref in self.coevolve.tasks if self.coevolve else []:
+            if ref not in names:
+                raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
+            if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
+                raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
+                                 f"but task '{ref}' has none; expected 0")
         g, trained = self.gradient, self.training_task_names()
         if "task" in g.vary and trained and g.directions % len(trained):
             raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "

@@ -24,7 +24,7 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.search.es_strategy import ESStrategy
-from hyper_es.search.loop import drive, score_generation
+from hyper_es.search.loop import drive, fixed_prompts, score_generation
 from hyper_es.search.start import guard_decision
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result.json covers the whole history) returns that result and leaves the engine as it is."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
+    fixed_prompts(recipe)
     c, s = recipe.es, recipe.search
     done = finished(out, c.population)
     if done is not None:

@@ -27,7 +27,7 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
-from hyper_es.search.loop import drive, generation_scores, score_generation
+from hyper_es.search.loop import drive, fixed_prompts, generation_scores, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 
@@ -45,6 +45,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
     run_dir = Path(run_dir)
     out = run_dir / "search"
+    fixed_prompts(recipe)
     s, m = recipe.search, recipe.merge
     backend = backend or recipe.eval.backend
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)

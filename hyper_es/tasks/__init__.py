@@ -34,6 +34,7 @@ class Task:
         self._split_of: dict[int, str] = {}  # id(row) -> split, to name a row's split in messages
         self._cut_logged: set[str] = set()
         self._dropped = 0  # train rows dropped for sharing a question with val/test (unpartitioned splits)
+        self.fixed_shots: list[dict] | None = None  # the same examples for every row (a prompt genome's)
 
     def rows(self, split: str) -> list[dict]:
         """Rows of a split (cached). Generated splits partition the questions (`partition: question`); otherwise
@@ -93,11 +94,14 @@ class Task:
         return self.rows("train") if self.cfg.prompt.few_shot else []
 
     def shots(self, row: dict) -> list[dict]:
-        """Few-shot examples for `row`: a fixed draw from train, seeded by the row id, never the row itself."""
+        """Few-shot examples for `row`: a fixed draw from train, seeded by the row id (or `fixed_shots`), never the
+        row itself."""
         k = self.cfg.prompt.few_shot
         if not k:
             return []
         question = row.get(_UNCUT, row.get("question"))  # a cut question still keeps its own row out
+        if self.fixed_shots is not None:
+            return [r for r in self.fixed_shots if r.get("question") != question]
         pool = [r for r in self._shot_pool if r.get("question") != question]
         return random.Random(f"{self.name}:{row['id']}").sample(pool, min(k, len(pool)))
 

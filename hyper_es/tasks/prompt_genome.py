@@ -1,0 +1,143 @@
+"""The prompt genome of one task (prompt–parameter co-evolution): a prompt is a few genes, each an index into the
+alternatives the recipe declares (`coevolve.tasks.<task>`), with the task's own prompt as gene 0 everywhere, so the
+recipe's prompt is the start. Few-shot examples are train rows the genome picks (never validation or test rows).
+
+Mutation and crossover take a `random.Random`, so a seeded history replays to the same prompts; a `Prompt` is plain
+data (`to_json` / `from_json`), and `PromptGenome.task(prompt)` is the task that renders it.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+
+from hyper_es.errors import DataError
+from hyper_es.recipe import PromptSpace
+
+GENES = ("system", "template", "format", "shots")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Indices into a PromptGenome's alternatives (0: the task's own), and the few-shot examples as indices into its
+    shot pool (None: the task's own per-row draw, `prompt.few_shot` examples)."""
+
+    system: int = 0
+    template: int = 0
+    format: int = 0
+    shots: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict:
+        return {"system": self.system, "template": self.template, "format": self.format,
+                "shots": None if self.shots is None else list(self.shots)}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> Prompt:
+        if not isinstance(data, dict) or set(data) != set(GENES):
+            raise DataError(f"{where}: a prompt is an object with exactly {', '.join(GENES)}")
+        ints = {g: data[g] for g in GENES[:3]}
+        shots = data["shots"]
+        if not all(type(v) is int for v in ints.values()) or not (
+                shots is None or isinstance(shots, list) and all(type(v) is int for v in shots)):
+            raise DataError(f"{where}: system, template and format are integers, shots a list of integers or null")
+        return cls(**ints, shots=None if shots is None else tuple(shots))
+
+
+class PromptGenome:
+    """The genes of one task's prompt: its own system turn, template and (no) format line first, then the space's
+    alternatives; up to `max_shots` few-shot examples drawn from its train rows."""
+
+    def __init__(self, task, space: PromptSpace):
+        own = task.cfg.prompt
+        self.base = task
+        self.systems = _first(own.system, space.systems)
+        self.templates = _first(own.template, space.templates)
+        self.formats = _first("", space.formats)
+        self.max_shots = space.max_shots
+        self.pool = task.rows("train") if space.max_shots or own.few_shot else []
+        held = {r.get("question") for s in ("val", "test") if getattr(task.cfg, s) for r in task.rows(s)}
+        if any(r.get("question") in held for r in self.pool):  # Task.rows keeps train apart; this says so
+            raise DataError(f"task '{task.name}': the few-shot pool shares questions with validation or test")
+
+    def start(self) -> Prompt:
+        """The task's own prompt."""
+        return Prompt(shots=None if self.base.cfg.prompt.few_shot else ())
+
+    def check(self, p: Prompt, where: str) -> Prompt:
+        sizes = {"system": len(self.systems), "template": len(self.templates), "format": len(self.formats)}
+        for gene, n in sizes.items():
+            if not 0 <= getattr(p, gene) < n:
+                raise DataError(f"{where}: {gene} {getattr(p, gene)} is not one of the {n} alternatives")
+        if p.shots is not None and (len(p.shots) > self.max_shots or len(set(p.shots)) != len(p.shots)
+                                    or any(not 0 <= i < len(self.pool) for i in p.shots)):
+            raise DataError(f"{where}: shots must be at most {self.max_shots} distinct indices of the "
+                            f"{len(self.pool)} train rows")
+        return p
+
+    def mutable(self) -> list[str]:
+        """The genes with more than one value."""
+        out = [g for g, alts in (("system", self.systems), ("template", self.templates), ("format", self.formats))
+               if len(alts) > 1]
+        return out + (["shots"] if self.max_shots and len(self.pool) > 1 else [])
+
+    def mutate(self, p: Prompt, rng: random.Random) -> Prompt:
+        """One gene changed: another system turn, template or format line, or one few-shot example added, removed
+        or swapped for another train row. A prompt with no gene that can change is returned as it is."""
+        genes = self.mutable()
+        if not genes:
+            return p
+        gene = rng.choice(genes)
+        if gene != "shots":
+            n = len(getattr(self, gene + "s"))
+            return _replace(p, **{gene: rng.choice([i for i in range(n) if i != getattr(p, gene)])})
+        shots = list(self._own_draw(rng) if p.shots is None else p.shots)
+        ops = (["add"] if len(shots) < min(self.max_shots, len(self.pool)) else []) + (
+            ["remove", "swap"] if shots else [])
+        op = rng.choice(ops)
+        if op == "remove":
+            shots.pop(rng.randrange(len(shots)))
+        else:
+            new = rng.choice([i for i in range(len(self.pool)) if i not in shots])
+            if op == "add":
+                shots.insert(rng.randrange(len(shots) + 1), new)
+            else:
+                shots[rng.randrange(len(shots))] = new
+        return _replace(p, shots=tuple(shots))
+
+    def crossover(self, a: Prompt, b: Prompt, rng: random.Random) -> Prompt:
+        """Each gene from one of the two parents (the few-shot examples as one gene)."""
+        return Prompt(**{g: getattr(a if rng.random() < 0.5 else b, g) for g in GENES})
+
+    def _own_draw(self, rng: random.Random) -> list[int]:
+        """Explicit examples standing in for the task's per-row draw when its shots first mutate."""
+        k = min(self.base.cfg.prompt.few_shot, self.max_shots, len(self.pool))
+        return rng.sample(range(len(self.pool)), k)
+
+    def task(self, p: Prompt):
+        """The task that renders prompt `p` (same rows, reward and settings; its own Task object)."""
+        own = self.base.cfg.prompt
+        fmt = self.formats[p.format].replace("{", "{{").replace("}", "}}")  # a format line is literal text
+        update = {"system": self.systems[p.system],
+                  "template": self.templates[p.template] + (f"\n{fmt}" if fmt else "")}
+        if p.shots is not None:
+            update["few_shot"] = len(p.shots)
+        view = copy.copy(self.base)
+        view.cfg = self.base.cfg.model_copy(update={"prompt": own.model_copy(update=update)})
+        view.fixed_shots = None if p.shots is None else [self.pool[i] for i in p.shots]
+        return view
+
+    def describe(self, p: Prompt) -> dict:
+        """The prompt in full, for the report and the export: the texts and the few-shot rows."""
+        shots = None if p.shots is None else [{"id": self.pool[i].get("id"), "question": self.pool[i].get("question")}
+                                              for i in p.shots]
+        return {"genes": p.to_json(), "system": self.systems[p.system], "template": self.templates[p.template],
+                "format": self.formats[p.format], "shots": shots}
+
+
+def _first(own, alternatives: list) -> list:
+    return [own] + [a for a in dict.fromkeys(alternatives) if a != own]
+
+
+def _replace(p: Prompt, **genes) -> Prompt:
+    return Prompt(**{**{g: getattr(p, g) for g in GENES}, **genes})

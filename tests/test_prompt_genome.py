@@ -1,0 +1,136 @@
+"""The prompt genome (co-evolution): the recipe's prompt is its start, few-shot examples are train rows only,
+mutations are seeded and change one gene, and a prompt renders through the task's own code."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from hyper_es import DataError
+from hyper_es.recipe import PromptSpace, TaskConfig
+from hyper_es.tasks import Task
+from hyper_es.tasks.prompt_genome import GENES, Prompt, PromptGenome
+
+SPACE = PromptSpace(systems=[None, "You add numbers.", "Be brief."], templates=["Compute {question}."],
+                    formats=["Answer with {the number} only."], max_shots=3)
+
+
+def task(few_shot=0, partition="question", **prompt) -> Task:
+    src = {"source": "reasoning_gym", "dataset": "chain_sum", "partition": partition,
+           "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}
+    return Task(TaskConfig.model_validate({
+        "name": "t", "reward": "numeric", "prompt": {"few_shot": few_shot, "chat": False, **prompt},
+        "train": {**src, "size": 40, "seed": 1}, "val": {**src, "size": 20, "seed": 2},
+        "test": {**src, "size": 20, "seed": 3}}))
+
+
+@pytest.mark.parametrize("few_shot", [0, 2])
+def test_the_start_renders_the_tasks_own_prompt(few_shot):
+    t = task(few_shot, system="Sys.")
+    genome = PromptGenome(t, SPACE)
+    start = genome.start()
+    assert start == (Prompt(shots=()) if few_shot == 0 else Prompt(shots=None))
+    view = genome.task(start)
+    for row in t.rows("val")[:5] + t.rows("train")[:5]:
+        assert view.prompt_text(None, row) == t.prompt_text(None, row)
+    assert genome.systems[0] == "Sys." and genome.formats[0] == ""  # the task's own parts are gene 0
+
+
+@pytest.mark.parametrize("partition", ["question", "none"])
+def test_few_shot_examples_are_never_validation_or_test_rows(partition):
+    t = task(2, partition=partition)
+    genome = PromptGenome(t, SPACE)
+    held = {r["question"] for s in ("val", "test") for r in t.rows(s)}
+    rng, p, seen = random.Random(0), genome.start(), set()
+    for _ in range(500):
+        p = genome.check(genome.mutate(p, rng), "mutant")
+        view = genome.task(p)
+        for row in t.rows("test")[:3]:
+            shots = view.shots(row)
+            assert all(s["question"] not in held for s in shots)
+            assert all(s["id"] in {r["id"] for r in t.rows("train")} for s in shots)
+        seen.update(p.shots or ())
+    assert len(seen) > 10  # the examples do move over the train rows
+
+
+def test_a_fitness_row_is_never_its_own_example():
+    t = task()
+    genome = PromptGenome(t, SPACE)
+    p = Prompt(shots=(0, 1, 2))
+    row = t.rows("train")[1]
+    assert [s["id"] for s in genome.task(p).shots(row)] == [t.rows("train")[i]["id"] for i in (0, 2)]
+
+
+def test_mutation_is_seeded_and_changes_one_gene():
+    genome = PromptGenome(task(), SPACE)
+    walk = [[], []]
+    for out in walk:
+        rng, p = random.Random(7), genome.start()
+        for _ in range(50):
+            q = genome.mutate(p, rng)
+            assert sum(getattr(q, g) != getattr(p, g) for g in GENES) == 1
+            if q.shots != p.shots:
+                assert abs(len(q.shots) - len(p.shots)) <= 1 and len(q.shots) <= SPACE.max_shots
+            out.append(q)
+            p = q
+    assert walk[0] == walk[1]
+    assert {g for a, b in zip(walk[0], walk[0][1:]) for g in GENES if getattr(a, g) != getattr(b, g)} == set(GENES)
+
+
+def test_crossover_takes_each_gene_from_a_parent():
+    genome = PromptGenome(task(), SPACE)
+    a, b = Prompt(1, 0, 1, (3,)), Prompt(2, 1, 0, (5, 6))
+    kids = [genome.crossover(a, b, random.Random(i)) for i in range(40)]
+    assert all(getattr(k, g) in (getattr(a, g), getattr(b, g)) for k in kids for g in GENES)
+    assert len(set(kids)) > 4
+
+
+def test_a_prompt_renders_its_genes_and_its_format_line_literally():
+    t = task()
+    genome = PromptGenome(t, SPACE)
+    p = Prompt(system=1, template=1, format=1, shots=(4,))
+    row, shot = t.rows("test")[0], t.rows("train")[4]
+    text = genome.task(p).prompt_text(None, row)
+    assert text == (f"You add numbers.\n\nCompute {shot['question']}.\nAnswer with {{the number}} only.\n\n"
+                    f"{shot['answer']}\n\nCompute {row['question']}.\nAnswer with {{the number}} only.\n\n")
+    assert t.prompt_text(None, row) == f"{row['question']}\n\n"  # the task itself is untouched
+    assert genome.describe(p)["shots"] == [{"id": shot["id"], "question": shot["question"]}]
+
+
+def test_prompts_are_plain_data_and_bad_ones_are_refused():
+    genome = PromptGenome(task(), SPACE)
+    p = Prompt(2, 1, 1, (0, 9))
+    assert Prompt.from_json(p.to_json(), "x") == p and Prompt.from_json(Prompt().to_json(), "x") == Prompt()
+    with pytest.raises(DataError, match="history.jsonl: a prompt is an object with exactly"):
+        Prompt.from_json({"system": 0}, "history.jsonl")
+    with pytest.raises(DataError, match="integers"):
+        Prompt.from_json({"system": "0", "template": 0, "format": 0, "shots": None}, "h")
+    with pytest.raises(DataError, match="system 3 is not one of the 3 alternatives"):
+        genome.check(Prompt(system=3), "h")
+    with pytest.raises(DataError, match="at most 3 distinct indices of the 40 train rows"):
+        genome.check(Prompt(shots=(1, 1)), "h")
+
+
+def test_a_space_with_nothing_to_change_keeps_the_prompt():
+    genome = PromptGenome(task(), PromptSpace(max_shots=0))
+    assert genome.mutable() == [] and genome.mutate(genome.start(), random.Random(0)) == genome.start()
+
+
+def test_the_recipe_section_is_checked():
+    import yaml
+
+    from hyper_es.errors import RecipeError
+    from hyper_es.recipe import recipe_from_dict
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "recipes/tiny.yaml").read_text())
+    data["coevolve"] = {"tasks": {"nope": {"templates": ["{question}?"]}}}
+    with pytest.raises(RecipeError, match="coevolve.tasks.nope: unknown task"):
+        recipe_from_dict(data, "tiny.yaml")
+    data["coevolve"] = {"tasks": {data["tasks"][0]["name"]: {}}, "population": 2, "elite": 3}
+    with pytest.raises(RecipeError, match="elite .3. must be at most population .2."):
+        recipe_from_dict(data, "tiny.yaml")
+    data["coevolve"] = {"tasks": {data["tasks"][0]["name"]: {"templates": ["{question}?"]}}}
+    from hyper_es.search.loop import fixed_prompts
+
+    with pytest.raises(RecipeError, match="coevolve: prompt–parameter co-evolution is not available yet"):
+        fixed_prompts(recipe_from_dict(data, "tiny.yaml"))  # refused by the search and ES, not ignored
