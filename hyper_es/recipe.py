@@ -416,6 +416,7 @@ class CoevolveConfig(Strict):
     tasks: dict[str, PromptSpace] = Field(min_length=1, description="task name: its prompt genes")
     population: PosInt = Field(4, description="prompts per generation")
     elite: PosInt = Field(2, description="best prompts kept each generation; the rest are their mutants")
+    pairs: PosInt = Field(1, description="prompts each parameter candidate is scored with (its fitness: their mean)")
     seed: int = 0
 
     @model_validator(mode="after")

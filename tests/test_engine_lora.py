@@ -140,7 +140,9 @@ def test_a_generation_in_one_call_scores_as_one_by_one(tiny_path, lora_engine, t
     from hyper_es.engine.sources import MergeWeights
     from hyper_es.fitness import Scorer
 
+    from hyper_es.recipe import PromptSpace
     from hyper_es.tasks import Task, TaskConfig
+    from hyper_es.tasks.prompt_genome import Prompt, PromptGenome
 
     engine, tok = lora_engine
     task = Task(TaskConfig(name="chain_sum", test={"source": "builtin", "name": "chain_sum_test"}, max_tokens=16,
@@ -154,6 +156,12 @@ def test_a_generation_in_one_call_scores_as_one_by_one(tiny_path, lora_engine, t
     kw = {"samples": 2, "temperature": 1.0, "seed": 3}
     batched = scorer.score_many(xs, {task.name: rows}, **kw)
     single = [scorer.score(x, {task.name: rows}, **kw) for x in xs]
+    assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(s.reward, s.per_row, s.tokens) for s in single]
+    # each candidate with its own prompt (co-evolution): every other one with another template
+    genome = PromptGenome(task, PromptSpace(templates=["Add up: {question}"], max_shots=0))
+    views = [[task if i % 2 else genome.task(Prompt(template=1))] for i in range(len(xs))]
+    batched = scorer.score_many(xs, {task.name: rows}, tasks=views, **kw)
+    single = [scorer.score(x, {task.name: rows}, tasks=v, **kw) for x, v in zip(xs, views)]
     assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(s.reward, s.per_row, s.tokens) for s in single]
     assert len({b.reward for b in batched}) > 1  # the candidates differ
     engine.unload()

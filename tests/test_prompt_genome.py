@@ -134,3 +134,36 @@ def test_the_recipe_section_is_checked():
 
     with pytest.raises(RecipeError, match="coevolve: prompt–parameter co-evolution is not available yet"):
         fixed_prompts(recipe_from_dict(data, "tiny.yaml"))  # refused by the search and ES, not ignored
+
+
+def test_each_candidate_is_scored_with_its_own_prompt(tiny_path):
+    """Scorer.score_many with one task list per candidate: the Scores equal scoring each (x, prompt) alone, and the
+    prompt is what the engine saw (HF engine; the vLLM LoRA batch is checked in test_engine_lora.py)."""
+    from hyper_es import models
+    from hyper_es.engine.hf_resident import HFResident
+    from hyper_es.engine.sources import ESSource
+    from hyper_es.es.scope import es_tensors
+    from hyper_es.es.member import Member
+    from hyper_es.fitness import Scorer
+
+    model, tok = models.load(str(tiny_path), dtype="float32")
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    engine = HFResident(model, tok, ESSource(es_tensors(shapes, "all_linear", r"\.layers\.(\d+)\.")))
+    t = task()
+    t.cfg = t.cfg.model_copy(update={"max_tokens": 6})
+    genome = PromptGenome(t, SPACE)
+    prompts = [genome.start(), Prompt(system=1, format=1), Prompt(template=1, shots=(0, 1))]
+    views = [genome.task(p) for p in prompts]
+    rows = {"t": t.rows("train")[:4]}
+    scorer = Scorer(engine, tok, [t])
+    xs = [None, Member(3, 1.0), Member(3, 1.0)]
+    kw = {"samples": 2, "temperature": 1.0, "seed": 5, "reward": lambda completion, ref: len(completion) / 10}
+    batched = scorer.score_many(xs, rows, tasks=[[v] for v in views], **kw)
+    alone = [scorer.score(x, rows, tasks=[v], **kw) for x, v in zip(xs, views)]
+    assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(a.reward, a.per_row, a.tokens) for a in alone]
+    assert scorer.score(None, rows, **kw).per_row == batched[0].per_row  # the start prompt is the task's own
+    ids = [scorer._prompt_ids(v, rows["t"])[0] for v in views]
+    assert ids[0] == tok(t.prompt_text(tok, rows["t"][0]), add_special_tokens=False)["input_ids"]
+    assert len({tuple(i) for i in ids}) == 3  # three prompts, three token sequences
+    with pytest.raises(ValueError, match="3 genomes but 2 task lists"):
+        scorer.score_many(xs, rows, tasks=[[views[0]]] * 2)

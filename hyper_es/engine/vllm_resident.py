@@ -141,17 +141,18 @@ class VLLMResident(VLLMGenerator):
     def _lora(self, n: int) -> dict:
         return {"lora_request": [self._current] * n} if self._current is not None else {}
 
-    def generate_candidates(self, genomes: list, groups, seeds=None) -> list:
-        """generate_groups(groups, seeds) for every genome, in order. LoRA candidates: every genome's prompts in one
-        engine call (max_loras adapters at a time), each with its own adapter; in place: one genome after another.
+    def generate_candidates(self, genomes: list, groups: list, seeds=None) -> list:
+        """generate_groups(groups[i], seeds) for every genome i, in order (each genome its own prompt groups). LoRA
+        candidates: every genome's prompts in one engine call (max_loras adapters at a time), each with its own
+        adapter; in place: one genome after another.
         `last_fidelities`: each candidate's fidelity. Afterwards the engine serves the resting weights (LoRA) or the
         last genome (in place)."""
         self._loaded()
         if self.candidates != "lora":
             outs, fids = [], []
-            for g in genomes:
+            for g, gs in zip(genomes, groups, strict=True):
                 self.set_genome(g)
-                outs.append(self.generate_groups(groups, seeds))
+                outs.append(self.generate_groups(gs, seeds))
                 fids.append(self.last_fidelity)
             self.last_fidelities = fids
             return outs
@@ -159,16 +160,19 @@ class VLLMResident(VLLMGenerator):
         # max_loras - 1 adapters, and the last slot, which such a request reads on CPU, stays zero.
         self.llm.collective_rpc("hx_drop_adapters", args=([self.max_loras + 1],))
         self._current = None
-        prompts, params = self._requests(groups, seeds)
+        made = [self._requests(gs, seeds) for gs in groups]
+        if len(made) != len(genomes):
+            raise ValueError(f"generate_candidates: {len(genomes)} genomes but {len(made)} prompt groups")
         outs, fids = [], []
         for start in range(0, len(genomes), self.max_loras):
-            chunk = genomes[start:start + self.max_loras]
+            chunk, asks = genomes[start:start + self.max_loras], made[start:start + self.max_loras]
             ids = list(range(1, len(chunk) + 1))
             requests = self._register(chunk, ids)
             fids += self.last_fidelities
-            done = iter(self.llm.generate(prompts * len(chunk), params * len(chunk), use_tqdm=self.show_progress,
-                                          lora_request=[r for r in requests for _ in prompts]))
-            outs += [self._unpack(done, groups) for _ in chunk]
+            done = iter(self.llm.generate([p for ps, _ in asks for p in ps], [q for _, qs in asks for q in qs],
+                                          use_tqdm=self.show_progress,
+                                          lora_request=[r for r, (ps, _) in zip(requests, asks) for _ in ps]))
+            outs += [self._unpack(done, gs) for gs in groups[start:start + self.max_loras]]
             self.llm.collective_rpc("hx_drop_adapters", args=(ids,))
         self.last_fidelities = fids
         return outs

@@ -44,11 +44,12 @@ class Scorer:
         self._fidelity_warned = False
 
     def _prompt_ids(self, task: Task, rows: list[dict]) -> list[list[int]]:
-        missing = [r for r in rows if (task.name, r["id"]) not in self._ids]
+        prompt = getattr(task, "prompt_key", None)  # a prompt genome's task renders its own prompt
+        missing = [r for r in rows if (task.name, prompt, r["id"]) not in self._ids]
         max_len = getattr(self.engine, "max_model_len", None)  # over-long prompts are refused (or cut)
         for r, ids in zip(missing, task.prompt_ids(self.tok, missing, max_len) if missing else []):
-            self._ids[(task.name, r["id"])] = ids
-        return [self._ids[(task.name, r["id"])] for r in rows]
+            self._ids[(task.name, prompt, r["id"])] = ids
+        return [self._ids[(task.name, prompt, r["id"])] for r in rows]
 
     def prepare(self, *splits: dict[str, list[dict]]) -> None:
         """Tokenise (and length-check) every row up front: an over-long prompt fails now, not generations later."""
@@ -58,14 +59,15 @@ class Scorer:
                     self._prompt_ids(task, rows[task.name])
 
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
-              seed: int = 0, reward=None, answers: bool = False) -> Score:
+              seed: int = 0, reward=None, answers: bool = False, tasks: list[Task] | None = None) -> Score:
         """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward). With
-        `answers`, each problem's first final answer is kept too (ES's population diversity)."""
+        `answers`, each problem's first final answer is kept too (ES's population diversity). `tasks`: the tasks
+        as prompted for this candidate (a prompt genome's views of the Scorer's tasks; default: those)."""
         t0, failed = time.perf_counter(), rewards.failures()
         self.engine.set_genome(x)
         fidelity = self._fidelity(getattr(self.engine, "last_fidelity", 0.0))
         t1 = time.perf_counter()
-        tasks, groups = self._groups(rows, samples, temperature, seed)
+        tasks, groups = self._groups(rows, samples, temperature, seed, tasks)
         outs = self.engine.generate_groups(groups)
         t2 = time.perf_counter()
         score = self._tally(tasks, groups, rows, outs, reward, answers)
@@ -82,8 +84,8 @@ class Scorer:
                            "per generation)", 100 * fidelity)
         return fidelity
 
-    def _groups(self, rows, samples: int, temperature: float, seed: int) -> tuple[list[Task], list]:
-        tasks = [t for t in self.tasks if rows.get(t.name)]
+    def _groups(self, rows, samples: int, temperature: float, seed: int, tasks=None) -> tuple[list[Task], list]:
+        tasks = [t for t in tasks or self.tasks if rows.get(t.name)]
         return tasks, [(self._prompt_ids(t, rows[t.name]), t.sampling(n=samples, temperature=temperature, seed=seed))
                        for t in tasks]
 
@@ -103,25 +105,30 @@ class Scorer:
         return Score(total / weight, tokens, per_row=per_row, answers=finals)
 
     def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, samples: int = 1,
-                   temperature: float = 0.0, seed: int = 0, reward=None, answers: bool = False) -> list[Score]:
-        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors). An
-        engine with LoRA candidates generates for all of them in one call; the Scores are the same as one by one."""
+                   temperature: float = 0.0, seed: int = 0, reward=None, answers: bool = False,
+                   tasks: list[list[Task]] | None = None) -> list[Score]:
+        """Scores of several genomes on the same rows, in order (an engine pool spreads them over its actors);
+        `tasks`: each genome's tasks as prompted (see `score`). An engine with LoRA candidates generates for all of
+        them in one call; the Scores are the same as one by one."""
         kw = {"samples": samples, "temperature": temperature, "seed": seed, "reward": reward, "answers": answers}
+        per = tasks or [None] * len(xs)
+        if len(per) != len(xs):
+            raise ValueError(f"score_many: {len(xs)} genomes but {len(per)} task lists")
         if getattr(self.engine, "candidates", "inplace") != "lora":
             out = []
-            for x in xs:
-                out.append(self.score(x, rows, **kw))
+            for x, ts in zip(xs, per):
+                out.append(self.score(x, rows, **kw, tasks=ts))
                 if on_done:
                     on_done()
             return out
         t0 = time.perf_counter()
-        tasks, groups = self._groups(rows, samples, temperature, seed)
-        outs = self.engine.generate_candidates(xs, groups)
+        made = [self._groups(rows, samples, temperature, seed, ts) for ts in per]
+        outs = self.engine.generate_candidates(xs, [groups for _, groups in made])
         t1 = time.perf_counter()
         scores = []
-        for x_outs, fidelity in zip(outs, self.engine.last_fidelities, strict=True):
+        for (tasks_x, groups), x_outs, fidelity in zip(made, outs, self.engine.last_fidelities, strict=True):
             t2, failed = time.perf_counter(), rewards.failures()
-            score = self._tally(tasks, groups, rows, x_outs, reward, answers)
+            score = self._tally(tasks_x, groups, rows, x_outs, reward, answers)
             score.fidelity, score.reward_errors = self._fidelity(fidelity), reward_errors(failed)
             # the batch's time (adapters registered, then one generation call for all), shared evenly
             score.timing = {"merge_load_s": 0.0, "generate_s": (t1 - t0) / len(xs),

@@ -125,6 +125,7 @@ class PromptGenome:
         view = copy.copy(self.base)
         view.cfg = self.base.cfg.model_copy(update={"prompt": own.model_copy(update=update)})
         view.fixed_shots = None if p.shots is None else [self.pool[i] for i in p.shots]
+        view.prompt_key = p  # what a Scorer caches this view's token ids under
         return view
 
     def describe(self, p: Prompt) -> dict:

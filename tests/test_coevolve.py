@@ -1,0 +1,105 @@
+"""Co-evolution as a strategy around CMA-ES (search/coevolve.py), on a toy fitness of (coefficients, prompt genes):
+frozen genes reproduce the parameter-only run exactly, a run killed mid-generation resumes to the same history,
+pairs are balanced, and the best prompt survives selection."""
+
+import numpy as np
+import pytest
+from test_prompt_genome import SPACE, task
+
+from hyper_es import DataError
+from hyper_es.recipe import CoevolveConfig, PromptSpace
+from hyper_es.search.coevolve import Coevolution
+from hyper_es.search.driver import Budget, CMASearch
+from hyper_es.search.loop import drive
+from hyper_es.tasks.prompt_genome import PromptGenome
+
+
+def toy(x, genes=None) -> float:
+    """Higher near x = 1; a prompt adds its system and format gene (the best prompt: system 2, format 1)."""
+    bonus = 0.0 if genes is None else 0.05 * genes.system + 0.1 * genes.format
+    return -float(np.sum((np.asarray(x) - 1.0) ** 2)) + bonus
+
+
+def strategy(out, space=SPACE, **cfg):
+    t = task()
+    inner = CMASearch(np.zeros(3), 0.5, popsize=6, seed=1, budget=Budget(max_generations=5), out=out)
+    co = Coevolution(inner, {"t": PromptGenome(t, space)}, [t], CoevolveConfig(tasks={"t": space}, **cfg))
+    return co, inner
+
+
+def evaluate(co):
+    return lambda pairs, generation: ([toy(p.x, co.population[p.prompt]["t"]) for p in pairs], {})
+
+
+def history(inner) -> list:
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in inner.records()]
+
+
+def test_frozen_prompt_genes_reproduce_the_parameter_only_run(tmp_path):
+    co, inner = strategy(tmp_path / "co", PromptSpace(max_shots=0), population=4, pairs=2)
+    assert co.population == [{"t": co.genomes["t"].start()}]  # nothing can change: the task's own prompt alone
+    drive(co, evaluate(co))
+    alone = CMASearch(np.zeros(3), 0.5, popsize=6, seed=1, budget=Budget(max_generations=5), out=tmp_path / "p")
+    drive(alone, lambda xs, g: ([toy(x) for x in xs], {}))
+    assert inner.state.candidates == alone.state.candidates and inner.state.scores == alone.state.scores
+    assert inner.state.best_x == alone.state.best_x
+
+
+def test_a_run_killed_mid_generation_resumes_to_the_same_history(tmp_path):
+    co, whole = strategy(tmp_path / "whole", population=4, pairs=2)
+    drive(co, evaluate(co))
+
+    class Killed(Exception):
+        pass
+
+    co, _ = strategy(tmp_path / "cut", population=4, pairs=2)
+    score = evaluate(co)
+
+    def dies(pairs, generation):
+        if generation == 3:
+            raise Killed
+        return score(pairs, generation)
+
+    with pytest.raises(Killed):
+        drive(co, dies)
+    co, resumed = strategy(tmp_path / "cut", population=4, pairs=2)  # a new process: replayed from disk
+    assert len(resumed.records()) == 3
+    drive(co, evaluate(co))
+    assert history(resumed) == history(whole)
+    assert len({str(r["coevolve"]["population"]) for r in history(whole)}) > 1  # the prompts did evolve
+
+
+def test_pairs_are_balanced_and_each_candidate_is_told_its_mean(tmp_path):
+    co, inner = strategy(tmp_path, population=3, pairs=2)
+    pairs = co.ask()
+    assert len(co.population) == 3 and len(pairs) == 12
+    met = [[p.prompt for p in pairs[i:i + 2]] for i in range(0, 12, 2)]
+    assert all(len(set(m)) == 2 for m in met)
+    assert sorted(sum(met, [])) == [0] * 4 + [1] * 4 + [2] * 4
+    fitness = [float(i) for i in range(12)]
+    record = co.tell(pairs, fitness)
+    assert inner.state.scores[-1] == [0.5 + 2 * i for i in range(6)]
+    assert record["coevolve"]["pairs"] == met
+    xs, tasks = co.split(pairs)
+    assert len(xs) == len(tasks) == 12 and all(len(ts) == 1 for ts in tasks)
+
+
+def test_the_best_prompt_is_kept_and_the_population_stays_distinct(tmp_path):
+    co, inner = strategy(tmp_path, population=4, pairs=4, elite=1)
+    drive(co, evaluate(co))
+    for record in inner.records():
+        state = record["coevolve"]
+        pop = [str(p) for p in state["population"]]
+        assert len(set(pop)) == len(pop) <= 4
+    last, best = inner.records()[-1]["coevolve"], inner.records()[-2]["coevolve"]
+    assert best["population"][best["best"]] == last["population"][0]  # elite 1: the best prompt comes first
+    genes = co.genomes["t"]
+    final = co.describe(0)["t"]
+    assert final["system"] in genes.systems and final["format"] in genes.formats
+
+
+def test_a_recorded_population_from_other_settings_is_refused(tmp_path):
+    co, _ = strategy(tmp_path, population=4, pairs=2)
+    drive(co, evaluate(co))
+    with pytest.raises(DataError, match="record 1: the recorded prompt population is not the one"):
+        strategy(tmp_path, population=4, pairs=2, seed=9)
