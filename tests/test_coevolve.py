@@ -94,7 +94,7 @@ def test_the_best_prompt_is_kept_and_the_population_stays_distinct(tmp_path):
     last, best = inner.records()[-1]["coevolve"], inner.records()[-2]["coevolve"]
     assert best["population"][best["best"]] == last["population"][0]  # elite 1: the best prompt comes first
     genes = co.genomes["t"]
-    final = co.describe(0)["t"]
+    final = co.describe(co.population[0])["t"]
     assert final["system"] in genes.systems and final["format"] in genes.formats
 
 
@@ -103,3 +103,68 @@ def test_a_recorded_population_from_other_settings_is_refused(tmp_path):
     drive(co, evaluate(co))
     with pytest.raises(DataError, match="record 1: the recorded prompt population is not the one"):
         strategy(tmp_path, population=4, pairs=2, seed=9)
+
+
+def _search_recipe(tmp_path, coevolve=None):
+    import hyper_es as hx
+    from hyper_es.directions.collect import collect
+    from test_directions import write_recipe
+
+    recipe_path = write_recipe(tmp_path, directions=2, steps=2)
+    data = hx.load_recipe(recipe_path).model_dump(mode="json")
+    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
+    data["tasks"][0]["test"]["limit"] = 8
+    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
+                      "sigma0": 0.5}
+    data["merge"] = {"layer_group_size": 2}
+    data["coevolve"] = coevolve
+    recipe = hx.recipe.recipe_from_dict(data, recipe_path)
+    if not (tmp_path / "run" / "directions").is_dir():
+        collect(recipe, tmp_path / "run")
+    return recipe, data["tasks"][0]["name"]
+
+
+def test_a_search_with_frozen_prompt_genes_is_the_parameter_only_search(tmp_path):
+    """`hyper-es search` (HF engine, tiny model, real directions): co-evolution with nothing to change gives the
+    parameter-only search's generations and rows exactly."""
+    import json
+    import shutil
+
+    from hyper_es.search.run import search
+
+    plain_recipe, name = _search_recipe(tmp_path)
+    plain = search(plain_recipe, tmp_path / "run", backend="hf")
+    plain_log = (tmp_path / "run/search/generations.jsonl").read_text().splitlines()
+    shutil.rmtree(tmp_path / "run/search")
+    frozen_recipe, _ = _search_recipe(tmp_path, {"tasks": {name: {"max_shots": 0}}, "population": 3, "pairs": 2})
+    frozen = search(frozen_recipe, tmp_path / "run", backend="hf")
+
+    log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
+    keys = ("generation", "best", "mean", "best_x", "sigma")
+    assert [{k: r[k] for k in keys} for r in log] == [{k: json.loads(x)[k] for k in keys} for x in plain_log]
+    assert all(r["coevolve"]["population"] == [{name: {"system": 0, "template": 0, "format": 0, "shots": []}}]
+               for r in log)
+    assert {k: (v["val"], v["test"]) for k, v in frozen["rows"].items()} == \
+        {k: (v["val"], v["test"]) for k, v in plain["rows"].items()}
+    assert frozen["prompt"]["genes"] == {name: {"system": 0, "template": 0, "format": 0, "shots": []}}
+
+
+def test_a_coevolution_search_records_and_resumes_its_prompts(tmp_path):
+    import json
+
+    from hyper_es.search.run import search
+
+    space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "formats": ["Give one number."],
+             "max_shots": 2}
+    _, name = _search_recipe(tmp_path)
+    recipe, name = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "seed": 1})
+    result = search(recipe, tmp_path / "run", backend="hf")
+    log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
+    assert all(len(r["coevolve"]["population"]) == 3 and len(r["coevolve"]["pairs"]) == 4 for r in log)
+    assert all("prompt" in v for r in log for v in r["val"])
+    saved = json.loads((tmp_path / "run/search/prompt.json").read_text())
+    assert saved == result["prompt"] and set(saved["prompt"][name]) == {"genes", "system", "template", "format",
+                                                                      "shots"}
+    again = search(recipe, tmp_path / "run", backend="hf")  # resumes from the checkpoint: the same answer
+    assert again["prompt"] == result["prompt"] and again["best_val_generation_entry"] == \
+        result["best_val_generation_entry"]

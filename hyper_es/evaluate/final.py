@@ -155,6 +155,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     """Evaluate every row (resuming), and return their results in row order. `test=False`: only the baseline
     rows' validation scores (to choose a learning rate or a snapshot before anything else is evaluated); returns
     those, as {"name", "kind", "steps", "val"} per baseline row."""
+    from hyper_es.search.loop import fixed_prompts
+
+    fixed_prompts(recipe, "the final evaluation")
     run_dir = Path(run_dir)
     out = run_dir / EVAL_DIR
     (out / "val").mkdir(parents=True, exist_ok=True)

@@ -88,7 +88,7 @@ class Coevolution:
                 by_prompt[j].append(f)
         prompt_fitness = [sum(fs) / len(fs) if fs else None for fs in by_prompt]
         best = max((j for j, f in enumerate(prompt_fitness) if f is not None), key=lambda j: prompt_fitness[j])
-        state = {"population": [{t: p.to_json() for t, p in genes.items()} for genes in self.population],
+        state = {"population": [self.to_json(genes) for genes in self.population],
                  "pairs": met, "pair_fitness": per_x, "fitness": prompt_fitness, "best": best}
         self._pending = None
         record = self.inner.tell(xs, [sum(fs) / len(fs) for fs in per_x], coevolve=state, **extra)
@@ -97,8 +97,7 @@ class Coevolution:
 
     # --- the prompt population ----------------------------------------------------------------------------------
     def _first(self) -> list[Genes]:
-        start = {t: g.start() for t, g in self.genomes.items()}
-        return self._fill([start], random.Random(f"{self.cfg.seed}:init"))
+        return self._fill([self.start()], random.Random(f"{self.cfg.seed}:init"))
 
     def _select(self, fitness: list[float | None], generation: int) -> list[Genes]:
         """The next population: the `elite` best (met prompts only, ties to the earlier), then their offspring."""
@@ -133,15 +132,40 @@ class Coevolution:
         return {t: self.genomes[t].check(Prompt.from_json(d, f"{where}, task {t}"), where) for t, d in data.items()}
 
     # --- what the scorer needs ----------------------------------------------------------------------------------
-    def tasks(self, pair: Pair) -> list:
-        """The tasks as prompted for `pair` (tasks without genes as they are)."""
-        genes = self.population[pair.prompt]
+    def start(self) -> Genes:
+        """The tasks' own prompts."""
+        return {t: g.start() for t, g in self.genomes.items()}
+
+    def tasks_for(self, genes: Genes) -> list:
+        """The tasks as prompted by `genes` (tasks without genes as they are)."""
         return [self.genomes[t.name].task(genes[t.name]) if t.name in genes else t for t in self.base_tasks]
+
+    def tasks(self, pair: Pair) -> list:
+        return self.tasks_for(self.population[pair.prompt])
 
     def split(self, pairs: list[Pair]) -> tuple[list, list[list]]:
         """(candidates, tasks per candidate) for Scorer.score_many."""
         return [p.x for p in pairs], [self.tasks(p) for p in pairs]
 
-    def describe(self, j: int) -> dict:
-        """Prompt j of the population in full, per task."""
-        return {t: self.genomes[t].describe(p) for t, p in self.population[j].items()}
+    def to_json(self, genes: Genes) -> dict:
+        return {t: p.to_json() for t, p in genes.items()}
+
+    def from_json(self, data: dict, where: str) -> Genes:
+        return self._genes(data, where)
+
+    def describe(self, genes: Genes) -> dict:
+        """A prompt in full, per task: the texts and the few-shot rows."""
+        return {t: self.genomes[t].describe(p) for t, p in genes.items()}
+
+
+def coevolution(recipe, inner, tasks: list) -> Coevolution:
+    """The recipe's co-evolution around `inner`, over the prompt genes of those of `tasks` it names."""
+    from hyper_es.tasks.prompt_genome import PromptGenome
+
+    cfg = recipe.coevolve
+    by_name = {t.name: t for t in tasks}
+    missing = sorted(set(cfg.tasks) - set(by_name))
+    if missing:
+        raise DataError(f"coevolve.tasks: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not searched "
+                        f"(search.tasks: {', '.join(by_name)})")
+    return Coevolution(inner, {n: PromptGenome(by_name[n], space) for n, space in cfg.tasks.items()}, tasks, cfg)

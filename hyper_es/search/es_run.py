@@ -45,7 +45,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result.json covers the whole history) returns that result and leaves the engine as it is."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
-    fixed_prompts(recipe)
+    fixed_prompts(recipe, "the ES run")
     c, s = recipe.es, recipe.search
     done = finished(out, c.population)
     if done is not None:

@@ -31,14 +31,14 @@ class Strategy(Protocol):
 Evaluate = Callable[[list, int], tuple[list[float], dict]]
 
 
-def fixed_prompts(recipe) -> None:
-    """The search and ES score the tasks' own prompts: a recipe that asks for co-evolution is refused, not ignored
-    (the prompt genome exists, tasks/prompt_genome.py; its strategy on this loop does not yet)."""
+def fixed_prompts(recipe, stage: str) -> None:
+    """`stage` scores the tasks' own prompts only: a recipe that asks for co-evolution is refused there, not ignored.
+    (The search co-evolves; the ES run, the final evaluation and the export do not carry a prompt yet.)"""
     if recipe.coevolve is not None:
         from hyper_es.errors import RecipeError
 
-        raise RecipeError("coevolve: prompt–parameter co-evolution is not available yet (only its prompt genome is); "
-                          "remove the section to search the parameters with the tasks' own prompts")
+        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (only `hyper-es search` "
+                          f"co-evolves); remove the section, or run the search alone")
 
 
 def drive(strategy: Strategy, evaluate: Evaluate, *, update: Callable | None = None,
@@ -64,25 +64,28 @@ def drive(strategy: Strategy, evaluate: Evaluate, *, update: Callable | None = N
 
 
 def generation_scores(scorer, pool: dict, s, candidates: list, generation: int, *, reward=None,
-                      answers: bool = False, on_done=None) -> list:
+                      answers: bool = False, on_done=None, split=None) -> list:
     """The candidates' Scores on generation `generation`'s fitness minibatch (search.fitness_set, minibatch,
-    samples, temperature, seed + generation; `reward` replaces the tasks' own)."""
+    samples, temperature, seed + generation; `reward` replaces the tasks' own). `split(candidates)`: (genomes,
+    each one's tasks as prompted), for candidates that carry a prompt (co-evolution)."""
     from hyper_es.fitness import fitness_rows
 
     kw = {"answers": True} if answers else {}
+    if split is not None:
+        candidates, kw["tasks"] = split(candidates)
     return scorer.score_many(candidates, fitness_rows(pool, s, generation), samples=s.samples,
                              temperature=s.temperature, seed=s.seed + generation, reward=reward, on_done=on_done, **kw)
 
 
 def score_generation(scorer, pool: dict, s, *, reward=None, answers: bool = False, on_candidate=None,
-                     extra: Callable[[list, list], dict] | None = None) -> Evaluate:
+                     extra: Callable[[list, list], dict] | None = None, split=None) -> Evaluate:
     """`evaluate` for `drive`: every candidate's Score on the generation's fitness minibatch (search.fitness_set,
     minibatch, samples, temperature, seed + generation; `reward` replaces the tasks' own). The record gets the
     generation's tokens, `extra(candidates, scores)`'s fields, and an engine pool's per-actor counts."""
 
     def evaluate(candidates: list, generation: int) -> tuple[list[float], dict]:
         scores = generation_scores(scorer, pool, s, candidates, generation, reward=reward, answers=answers,
-                                   on_done=on_candidate)
+                                   on_done=on_candidate, split=split)
         fields = {"tokens": sum(sc.tokens for sc in scores), **(extra(candidates, scores) if extra else {})}
         if hasattr(scorer, "throughput"):  # an engine pool: per-actor counts
             fields["actors"] = scorer.throughput()

@@ -27,7 +27,8 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
-from hyper_es.search.loop import drive, fixed_prompts, generation_scores, score_generation
+from hyper_es.search.coevolve import coevolution
+from hyper_es.search.loop import drive, generation_scores, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 
@@ -45,7 +46,6 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
     run_dir = Path(run_dir)
     out = run_dir / "search"
-    fixed_prompts(recipe)
     s, m = recipe.search, recipe.merge
     backend = backend or recipe.eval.backend
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
@@ -87,23 +87,32 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
             x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
         driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed,
                            budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
-        tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize,
+        co = coevolution(recipe, driver, tasks) if recipe.coevolve else None  # prompts paired with the vectors
+        start = co.start() if co else None
+        per_candidate = min(recipe.coevolve.pairs, recipe.coevolve.population) if co else 1  # scorings of a vector
+        tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize * per_candidate,
                           done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
 
         val_tokens = [0]  # every validation scoring of the stage (re-scores, guard, rows): part of its cost
 
-        def on_val(x) -> Score:
-            score = scorer.score(x, val)
+        def on_val(x, genes=None) -> Score:  # genes: a co-evolved prompt (None: the tasks' own)
+            score = scorer.score(x, val, tasks=co.tasks_for(genes) if genes else None)
             val_tokens[0] += score.tokens
             return score
 
-        def extra(xs, scores: list[Score]) -> dict:
+        def extra(candidates, scores: list[Score]) -> dict:
             """The generation's record beyond fitness: the top candidates re-scored on validation (and the tokens
             that took), the time split, reward errors and the installed update's fidelity."""
             fitness = [sc.reward for sc in scores]
             top = np.argsort(fitness)[::-1][: s.rescore_top]
             before = val_tokens[0]
-            vals = [{"fitness": fitness[i], "val": on_val(xs[i]).reward, "x": xs[i].tolist()} for i in top]
+            if co is None:
+                vals = [{"fitness": fitness[i], "val": on_val(candidates[i]).reward, "x": candidates[i].tolist()}
+                        for i in top]
+            else:  # a pair: its vector with its prompt
+                pairs = [(candidates[i].x, co.population[candidates[i].prompt]) for i in top]
+                vals = [{"fitness": fitness[i], "val": on_val(x, g).reward, "x": x.tolist(), "prompt": co.to_json(g)}
+                        for i, (x, g) in zip(top, pairs)]
             return {**{key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")},
                     "val": vals, "val_tokens": val_tokens[0] - before,
                     "reward_errors": sum(sc.reward_errors for sc in scores),
@@ -119,26 +128,33 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                                                             f"{a['per_s']:.2f}/s" for a in record["actors"]))
             tracker.generation(record)
 
-        drive(driver, score_generation(scorer, fit_pool, s, reward=fit_reward, on_candidate=tracker.candidate_done,
-                                       extra=extra), on_record=log)
+        drive(co or driver, score_generation(scorer, fit_pool, s, reward=fit_reward, extra=extra,
+                                             on_candidate=tracker.candidate_done, split=co.split if co else None),
+              on_record=log)
         state = driver.state
         best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
         x_best = np.array(best["x"])
+        genes_best = co.from_json(best["prompt"], "the best validation entry") if co else None
         t_after = time.perf_counter()
         val_tokens[0] = 0  # from here: the guard's and the rows' scorings (the generations' are in their records)
-        decision, vals = guard(on_val, x0, x_best) if s.guard else (None, {})
+        decision, vals = guard(lambda c: on_val(*c), (x0, start), (x_best, genes_best)) if s.guard else (None, {})
         if decision and decision["kept"] == "x0":
-            x_best = np.asarray(x0)
+            x_best, genes_best = np.asarray(x0), start
         vals["hyper-es"] = vals.get("search" if decision and decision["kept"] == "search" else "x0")
         refs = {"base": genome.uniform(0.0), "uniform": genome.uniform(1.0 / len(ds)), "x0": np.asarray(x0),
                 "hyper-es": x_best}
+        prompts = {"hyper-es": genes_best}  # the other rows keep the tasks' own prompts
         result = {"generations": state.generation, "evals": state.evals, "search_seconds": state.seconds,
                   "stop": state.stop, "scale_scan": scan, "guard": decision, "best_val_generation_entry": best,
                   "rows": {}}
         for name, x in refs.items():  # val_per_row: per validation problem, in task then row order (paired use)
-            v = vals.get(name) or on_val(x)
+            genes = prompts.get(name)
+            v = vals.get(name) or on_val(x, genes)
+            as_prompted = co.tasks_for(genes) if genes else None
             result["rows"][name] = {"val": v.reward, "val_per_row": v.per_row,
-                                    "test": scorer.score(x, test).reward if test else None}
+                                    "test": scorer.score(x, test, tasks=as_prompted).reward if test else None}
+        if co:
+            result["prompt"] = {"genes": co.to_json(genes_best), "prompt": co.describe(genes_best)}
         result["val_tokens"] = val_tokens[0] + sum(r.get("val_tokens", 0) for r in state.history)
         # The stage's wall time: the scan, the generations (their re-scores included) and what follows them; the
         # engine's start is not in it (it differs between a first run and a resume).
@@ -150,6 +166,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         engine.close()
         stack.close()
     (out / "best.json").write_text(genome.to_json(x_best))
+    if co:  # the prompt the hyper-es row was scored with
+        write_json_atomic(out / "prompt.json", result["prompt"])
     write_json_atomic(out / "result.json", result)
     logger.info("search done: %s", json.dumps(result["rows"]))
     return result
