@@ -315,6 +315,9 @@ def export(
         errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
         typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
     typer.echo(f"wrote {out}")
+    prompt = ex.export_prompt(run, out) if genome is None and not weights else None  # the searched genome's prompt
+    if prompt:
+        typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")
 
 
 @command("eval")

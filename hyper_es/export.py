@@ -120,3 +120,24 @@ def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path,
     logger.info("peft export rank %d: relative error mean %.3g, max %.3g", rank,
                 float(np.mean(list(errors.values()))) if errors else 0.0, worst)
     return errors
+
+
+def export_prompt(run: str | Path, out: str | Path) -> Path | None:
+    """A co-evolved prompt (RUN/search/prompt.json) for serving beside an export: `prompt.json` in the folder `out`
+    (hf, peft), or beside the file `out` (mergekit). Per task, the system turn, the filled few-shot turns and the
+    template; `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was scored. None:
+    the run co-evolved no prompt."""
+    from hyper_es.io import read_json, write_json_atomic
+
+    run, out = Path(run), Path(out)
+    saved = run / "search" / "prompt.json"
+    if not saved.is_file():
+        return None
+    exported = read_json(saved, "re-run the search to write it again").get("exported")
+    if not isinstance(exported, dict) or not all(
+            isinstance(v, dict) and {"system", "shots", "template", "chat"} <= set(v) for v in exported.values()):
+        raise HyperESError(f"{saved}: exported: expected per task an object with system, shots, template and chat "
+                           f"(a prompt whose examples are drawn per row cannot be exported)")
+    path = out / "prompt.json" if out.is_dir() else out.with_name(out.stem + ".prompt.json")
+    write_json_atomic(path, {"tasks": exported, "from": "search/prompt.json", "genes": read_json(saved, "")["genes"]})
+    return path

@@ -168,3 +168,19 @@ def test_a_coevolution_search_records_and_resumes_its_prompts(tmp_path):
     again = search(recipe, tmp_path / "run", backend="hf")  # resumes from the checkpoint: the same answer
     assert again["prompt"] == result["prompt"] and again["best_val_generation_entry"] == \
         result["best_val_generation_entry"]
+
+    # the export: a row renders to the exact text the search scored with this prompt
+    from hyper_es import models
+    from hyper_es.export import export_prompt
+    from hyper_es.tasks import Task
+    from hyper_es.tasks.prompt_genome import Prompt, PromptGenome, render_exported
+
+    (tmp_path / "export").mkdir()
+    path = export_prompt(tmp_path / "run", tmp_path / "export")
+    exported = json.loads(path.read_text())["tasks"][name]
+    task = Task(recipe.task(name), recipe.base_dir)
+    genome = PromptGenome(task, recipe.coevolve.tasks[name])
+    view = genome.task(Prompt.from_json(result["prompt"]["genes"][name], "result"))
+    tok = models.load(recipe.model.name)[1]
+    for row in task.rows("test")[:5]:
+        assert render_exported(exported, row, tok) == view.prompt_text(tok, row)

@@ -1,6 +1,7 @@
 """The prompt genome (co-evolution): the recipe's prompt is its start, few-shot examples are train rows only,
 mutations are seeded and change one gene, and a prompt renders through the task's own code."""
 
+import json
 import random
 from pathlib import Path
 
@@ -167,3 +168,22 @@ def test_each_candidate_is_scored_with_its_own_prompt(tiny_path):
     assert len({tuple(i) for i in ids}) == 3  # three prompts, three token sequences
     with pytest.raises(ValueError, match="3 genomes but 2 task lists"):
         scorer.score_many(xs, rows, tasks=[[views[0]]] * 2)
+
+
+def test_an_exported_prompt_renders_the_scored_text(tiny_path):
+    from transformers import AutoTokenizer
+
+    from hyper_es.errors import HyperESError
+    from hyper_es.tasks.prompt_genome import render_exported
+
+    tok = AutoTokenizer.from_pretrained(tiny_path)
+    for chat in (False, True):
+        t = task(chat=chat)
+        genome = PromptGenome(t, SPACE)
+        p = Prompt(system=2, template=1, format=1, shots=(4, 7))
+        exported = json.loads(json.dumps(genome.exported(p)))  # plain data
+        for row in t.rows("test")[:5]:
+            assert render_exported(exported, row, tok) == genome.task(p).prompt_text(tok, row)
+    drawn = PromptGenome(task(2), SPACE)
+    with pytest.raises(HyperESError, match="draws its few-shot examples per row"):
+        drawn.exported(drawn.start())

@@ -157,6 +157,15 @@ class Coevolution:
         """A prompt in full, per task: the texts and the few-shot rows."""
         return {t: self.genomes[t].describe(p) for t, p in genes.items()}
 
+    def exported(self, genes: Genes) -> dict | None:
+        """A prompt to serve, per task (PromptGenome.exported); None where a task draws its examples per row."""
+        from hyper_es.errors import HyperESError
+
+        try:
+            return {t: self.genomes[t].exported(p) for t, p in genes.items()}
+        except HyperESError:
+            return None
+
 
 def coevolution(recipe, inner, tasks: list) -> Coevolution:
     """The recipe's co-evolution around `inner`, over the prompt genes of those of `tasks` it names."""

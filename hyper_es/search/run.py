@@ -154,7 +154,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
             result["rows"][name] = {"val": v.reward, "val_per_row": v.per_row,
                                     "test": scorer.score(x, test, tasks=as_prompted).reward if test else None}
         if co:
-            result["prompt"] = {"genes": co.to_json(genes_best), "prompt": co.describe(genes_best)}
+            result["prompt"] = {"genes": co.to_json(genes_best), "prompt": co.describe(genes_best),
+                                "exported": co.exported(genes_best)}
         result["val_tokens"] = val_tokens[0] + sum(r.get("val_tokens", 0) for r in state.history)
         # The stage's wall time: the scan, the generations (their re-scores included) and what follows them; the
         # engine's start is not in it (it differs between a first run and a resume).

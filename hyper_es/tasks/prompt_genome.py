@@ -12,8 +12,9 @@ import copy
 import random
 from dataclasses import dataclass
 
-from hyper_es.errors import DataError
+from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import PromptSpace
+from hyper_es.tasks import prompts
 
 GENES = ("system", "template", "format", "shots")
 
@@ -134,6 +135,30 @@ class PromptGenome:
                                               for i in p.shots]
         return {"genes": p.to_json(), "system": self.systems[p.system], "template": self.templates[p.template],
                 "format": self.formats[p.format], "shots": shots}
+
+
+    def exported(self, p: Prompt) -> dict:
+        """The prompt as plain data to serve it with: the system turn, the few-shot turns already filled in, the user
+        template, and whether it goes through the chat template. `render_exported` turns it and a row into the
+        exact text that was scored (for any row that is not one of its examples)."""
+        view = self.task(p)
+        cfg = view.cfg.prompt
+        if p.shots is None and cfg.few_shot:
+            raise HyperESError(f"task '{self.base.name}': this prompt draws its few-shot examples per row (the "
+                               f"recipe's prompt.few_shot), which a fixed prompt cannot hold")
+        where = f"task '{self.base.name}'"
+        shots = [{"user": prompts.fill(cfg.template, r, where), "assistant": prompts.fill(cfg.shot_answer, r, where)}
+                 for r in view.fixed_shots or []]
+        return {"system": cfg.system, "shots": shots, "template": cfg.template, "chat": cfg.chat}
+
+
+def render_exported(exported: dict, row: dict, tokenizer) -> str:
+    """The prompt text of an exported prompt (`PromptGenome.exported`) for `row` (its fields fill the template)."""
+    msgs = [{"role": "system", "content": exported["system"]}] if exported["system"] else []
+    for shot in exported["shots"]:
+        msgs += [{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}]
+    msgs.append({"role": "user", "content": prompts.fill(exported["template"], row, "the exported prompt")})
+    return prompts.render(tokenizer, msgs, exported["chat"])
 
 
 def _first(own, alternatives: list) -> list:
