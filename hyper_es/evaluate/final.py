@@ -149,6 +149,7 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
+FIRST = ("hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
@@ -199,7 +200,10 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
-        for row in (r for r in rows if test and not (out / f"{r.name}.json").is_file()):
+        # The searched rows and their closest controls first: a run cut short has its headline comparison done.
+        todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
+                      key=lambda r: FIRST.index(r.kind) if r.kind in FIRST else len(FIRST))
+        for row in todo:
             results = score_test_sets(*engine_for(row), tasks, e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
                 {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
