@@ -184,3 +184,42 @@ def test_a_coevolution_search_records_and_resumes_its_prompts(tmp_path):
     tok = models.load(recipe.model.name)[1]
     for row in task.rows("test")[:5]:
         assert render_exported(exported, row, tok) == view.prompt_text(tok, row)
+
+
+def test_a_coevolution_search_killed_mid_generation_resumes_to_the_same_history(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    import hyper_es.search.loop as loop
+    from hyper_es.search.run import search
+
+    _, name = _search_recipe(tmp_path)
+    space = {"systems": ["Add the numbers."], "formats": ["Give one number."], "max_shots": 1}
+    recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 2, "pairs": 2})
+    recipe.search.max_generations = 3
+    search(recipe, tmp_path / "run", backend="hf")
+    keys = ("generation", "best", "mean", "best_x", "sigma", "coevolve", "val")
+
+    def history():
+        return [{k: json.loads(x)[k] for k in keys}
+                for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
+
+    whole = history()
+    shutil.rmtree(tmp_path / "run/search")
+    real = loop.generation_scores
+
+    class Killed(Exception):
+        pass
+
+    def dies(*args, **kw):
+        if args[4] == 2:  # generation 2, after its candidates were asked for
+            raise Killed
+        return real(*args, **kw)
+
+    monkeypatch.setattr(loop, "generation_scores", dies)
+    with pytest.raises(Killed):
+        search(recipe, tmp_path / "run", backend="hf")
+    monkeypatch.setattr(loop, "generation_scores", real)
+    assert len(history()) == 2
+    search(recipe, tmp_path / "run", backend="hf")  # a new start on the same folder
+    assert history() == whole
