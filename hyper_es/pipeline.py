@@ -47,7 +47,7 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     from hyper_es.io import write_json_atomic
     from hyper_es.search.run import search
 
-    from hyper_es.search.loop import fixed_prompts
+    from hyper_es.tasks.prompt_genome import fixed_prompts
 
     run_dir = Path(run_dir)
     fixed_prompts(recipe, "hyper-es run")  # before any stage spends compute

@@ -131,7 +131,7 @@ def test_the_recipe_section_is_checked():
     with pytest.raises(RecipeError, match="elite .3. must be at most population .2."):
         recipe_from_dict(data, "tiny.yaml")
     data["coevolve"] = {"tasks": {data["tasks"][0]["name"]: {"templates": ["{question}?"]}}}
-    from hyper_es.search.loop import fixed_prompts
+    from hyper_es.tasks.prompt_genome import fixed_prompts
 
     with pytest.raises(RecipeError, match="coevolve: the final evaluation does not carry a co-evolved prompt yet"):
         fixed_prompts(recipe_from_dict(data, "tiny.yaml"), "the final evaluation")  # refused there, not ignored

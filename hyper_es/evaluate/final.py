@@ -156,7 +156,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     """Evaluate every row (resuming), and return their results in row order. `test=False`: only the baseline
     rows' validation scores (to choose a learning rate or a snapshot before anything else is evaluated); returns
     those, as {"name", "kind", "steps", "val"} per baseline row."""
-    from hyper_es.search.loop import fixed_prompts
+    from hyper_es.tasks.prompt_genome import fixed_prompts
 
     fixed_prompts(recipe, "the final evaluation")
     run_dir = Path(run_dir)

@@ -24,7 +24,8 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.search.es_strategy import ESStrategy
-from hyper_es.search.loop import drive, fixed_prompts, score_generation
+from hyper_es.search.loop import drive, score_generation
+from hyper_es.tasks.prompt_genome import fixed_prompts
 from hyper_es.search.start import guard_decision
 
 logger = logging.getLogger(__name__)

@@ -31,16 +31,6 @@ class Strategy(Protocol):
 Evaluate = Callable[[list, int], tuple[list[float], dict]]
 
 
-def fixed_prompts(recipe, stage: str) -> None:
-    """`stage` scores the tasks' own prompts only: a recipe that asks for co-evolution is refused there, not ignored.
-    (The search co-evolves; the ES run, the final evaluation and the export do not carry a prompt yet.)"""
-    if recipe.coevolve is not None:
-        from hyper_es.errors import RecipeError
-
-        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (only `hyper-es search` "
-                          f"co-evolves); remove the section, or run the search alone")
-
-
 def drive(strategy: Strategy, evaluate: Evaluate, *, update: Callable | None = None,
           on_record: Callable[[dict], None] | None = None) -> Strategy:
     """Run `strategy` until done. `evaluate(candidates, generation) -> (fitness, extra record fields)`;

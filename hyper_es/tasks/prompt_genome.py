@@ -12,7 +12,7 @@ import copy
 import random
 from dataclasses import dataclass
 
-from hyper_es.errors import DataError, HyperESError
+from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.recipe import PromptSpace
 from hyper_es.tasks import prompts
 
@@ -159,6 +159,14 @@ def render_exported(exported: dict, row: dict, tokenizer) -> str:
         msgs += [{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}]
     msgs.append({"role": "user", "content": prompts.fill(exported["template"], row, "the exported prompt")})
     return prompts.render(tokenizer, msgs, exported["chat"])
+
+
+def fixed_prompts(recipe, stage: str) -> None:
+    """`stage` scores the tasks' own prompts only: a recipe that asks for co-evolution is refused there, not ignored.
+    (The search co-evolves and the export carries its prompt; ES and the final evaluation do not yet.)"""
+    if recipe.coevolve is not None:
+        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (only `hyper-es search` "
+                          f"co-evolves); remove the section, or run the search alone")
 
 
 def _first(own, alternatives: list) -> list:
