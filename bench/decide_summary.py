@@ -97,6 +97,43 @@ def summarize(results: Path, seeds: list[int]) -> dict:
             "B": stats.B_DEFAULT, "seed": stats.SEED_DEFAULT}
 
 
+def partial(results: Path, seeds: list[int], stage: str = "main") -> dict:
+    """A stage still evaluating (no report.json yet): each evaluated row's greedy test accuracy, and hyper-es minus
+    every other evaluated row, paired (trained tasks pooled; GSM8K apart). No costs and no goal: not the decision."""
+    out = {}
+    for seed in seeds:
+        folder = results / f"seed{seed}" / stage
+        if _report(folder) is not None or not (folder / "eval" / "hyper-es.json").is_file():
+            continue
+        rows = {p.stem: read_json(p, "re-run the stage") for p in sorted((folder / "eval").glob("*.json"))}
+        tasks = list(rows["hyper-es"]["results"])
+        trained = [t for t in tasks if t != TRANSFER]
+        entry = {"rows": {n: {t: r["results"][t]["greedy"] for t in tasks if t in r["results"]}
+                          for n, r in rows.items()}, "vs": {}}
+        for other in (n for n in rows if n != "hyper-es"):
+            for group, ts in (("trained", trained), (TRANSFER, [t for t in tasks if t == TRANSFER])):
+                if ts:
+                    st = [stats.align(*row_values(folder, "hyper-es", t), *row_values(folder, other, t),
+                                      what=f"seed {seed} hyper-es - {other} {t}") for t in ts]
+                    entry["vs"].setdefault(other, {})[group] = stats.paired_bootstrap(st).to_dict()
+        out[seed] = entry
+    return out
+
+
+def _partial_markdown(part: dict) -> list[str]:
+    lines = []
+    for seed, entry in part.items():
+        tasks = list(entry["rows"]["hyper-es"])
+        lines += ["", f"Seed {seed}, main stage still evaluating: the rows evaluated so far (greedy test accuracy; no "
+                      f"costs, no goal: not the decision):", "", "| row | " + " | ".join(tasks) + " |",
+                  "|---|" + "---|" * len(tasks)]
+        lines += [f"| {n} | " + " | ".join(f"{acc.get(t, float('nan')):.3f}" for t in tasks) + " |"
+                  for n, acc in entry["rows"].items()]
+        lines += ["", "| hyper-es minus | trained tasks pooled | gsm8k |", "|---|---|---|"]
+        lines += [f"| {n} | {_fmt(g.get('trained'))} | {_fmt(g.get(TRANSFER))} |" for n, g in entry["vs"].items()]
+    return lines
+
+
 def _sampled(r: dict) -> bool:
     return any("pass@1" in res for res in r["row"]["results"].values())
 
@@ -181,6 +218,7 @@ def markdown(summary: dict, results: Path) -> str:
               for m, g in summary["goal"].items()]
     if (results / "accuracy_cost.png").is_file():
         lines += ["", "![accuracy against generated tokens and wall time](accuracy_cost.png)"]
+    lines += _partial_markdown(summary.get("partial") or {})
     return "\n".join(lines) + "\n"
 
 
@@ -249,6 +287,7 @@ def figure(summary: dict, results: Path) -> Path | None:
 
 def write_summary(results: Path, seeds: list[int]) -> dict:
     summary = summarize(results, seeds)
+    summary["partial"] = partial(results, seeds)
     figure(summary, results)
     write_json_atomic(results / "summary.json", summary)
     (results / "summary.md").write_text(markdown(summary, results))

@@ -51,3 +51,15 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     assert "| hyper-es - scaled | +10.0 [" in text and "**incomplete**" in text
     ds.write_summary(tmp_path, [0, 1, 2])
     assert (tmp_path / "accuracy_cost.png").stat().st_size > 0 and (tmp_path / "summary.json").is_file()
+
+
+def test_a_stage_still_evaluating_gives_its_rows_so_far(tmp_path):
+    main = tmp_path / "seed0" / "main"
+    write_stage(main, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="base")
+    (main / "report.json").unlink()  # the final evaluation has not finished: no report yet
+    part = ds.partial(tmp_path, [0, 1])
+    assert list(part) == [0] and part[0]["rows"]["scaled"] == {"chain_sum": 0.5}
+    assert part[0]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.1)
+    assert part[0]["vs"]["base"]["trained"]["diff"] == pytest.approx(0.6)
+    text = "\n".join(ds._partial_markdown(part))
+    assert "main stage still evaluating" in text and "| scaled | +10.0 [" in text
