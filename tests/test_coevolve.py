@@ -106,22 +106,10 @@ def test_a_recorded_population_from_other_settings_is_refused(tmp_path):
 
 
 def _search_recipe(tmp_path, coevolve=None):
-    import hyper_es as hx
-    from hyper_es.directions.collect import collect
-    from test_directions import write_recipe
+    from test_search_run import small_search_recipe
 
-    recipe_path = write_recipe(tmp_path, directions=2, steps=2)
-    data = hx.load_recipe(recipe_path).model_dump(mode="json")
-    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    data["tasks"][0]["test"]["limit"] = 8
-    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
-                      "sigma0": 0.5}
-    data["merge"] = {"layer_group_size": 2}
-    data["coevolve"] = coevolve
-    recipe = hx.recipe.recipe_from_dict(data, recipe_path)
-    if not (tmp_path / "run" / "directions").is_dir():
-        collect(recipe, tmp_path / "run")
-    return recipe, data["tasks"][0]["name"]
+    recipe = small_search_recipe(tmp_path, coevolve=coevolve)
+    return recipe, recipe.tasks[0].name
 
 
 def test_a_search_with_frozen_prompt_genes_is_the_parameter_only_search(tmp_path):

@@ -12,7 +12,9 @@ from hyper_es.search.run import search
 from test_directions import write_recipe  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
-def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
+def small_search_recipe(tmp_path, **sections):
+    """A 2-direction tiny recipe with 8 val and 8 test rows and a 2-generation search (`sections` added); its
+    directions are collected into tmp_path/run once."""
     recipe_path = write_recipe(tmp_path, directions=2, steps=2)
     data = hx.load_recipe(recipe_path).model_dump(mode="json")
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
@@ -20,9 +22,15 @@ def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
     data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
                       "sigma0": 0.5}
     data["merge"] = {"layer_group_size": 2}
-    recipe = hx.recipe.recipe_from_dict(data, recipe_path)
+    recipe = hx.recipe.recipe_from_dict({**data, **sections}, recipe_path)
+    if not (tmp_path / "run" / "directions").is_dir():
+        collect(recipe, tmp_path / "run")
+    return recipe
+
+
+def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
+    recipe = small_search_recipe(tmp_path)
     run = tmp_path / "run"
-    collect(recipe, run)
     result = search(recipe, run, backend="hf")
     log = [json.loads(x) for x in (run / "search" / "generations.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in log] == [1, 2] and all(len(r["val"]) == 1 for r in log)
