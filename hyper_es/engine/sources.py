@@ -168,21 +168,26 @@ class MergeWeights:
 
         return MergeSource(MergePlan(self.ds, self.genome, self.settings, fused=self.fused))
 
+    def _low_rank(self):
+        """The candidates as LoRA factors (HyperESError if the merge is not linear), stacked once: the engine's
+        start asks for the rank and the fidelity estimate several times."""
+        if "_low" not in self.__dict__:
+            from hyper_es.merging import MergePlan
+            from hyper_es.merging.low_rank import LowRankPlan
+
+            self.__dict__["_low"] = LowRankPlan(MergePlan(self.ds, self.genome, self.settings, prepare=False))
+        return self.__dict__["_low"]
+
     def lora_rank(self) -> int:
         """The rank of the candidates as LoRA adapters (HyperESError if the merge is not linear)."""
-        from hyper_es.merging import MergePlan
-        from hyper_es.merging.low_rank import LowRankPlan
-
-        return LowRankPlan(MergePlan(self.ds, self.genome, self.settings, prepare=False)).rank
+        return self._low_rank().rank
 
     def inplace_fidelity(self, dtype: str) -> float:
         """The fidelity estimate of the search's start (the genome's uniform x0) installed in place in `dtype`, on
         8 evenly spaced tensors (a linear merge of LoRA directions only)."""
         from hyper_es.engine.fidelity import factors_fidelity, sampled_names
-        from hyper_es.merging import MergePlan
-        from hyper_es.merging.low_rank import LowRankPlan
 
-        low = LowRankPlan(MergePlan(self.ds, self.genome, self.settings, prepare=False))
+        low = self._low_rank()
         return factors_fidelity(self.base, low.factors(self.genome.initial()), dtype, sampled_names(list(low.stacked)))
 
     def worker_spec(self, workdir: Path) -> dict:
