@@ -38,7 +38,8 @@ def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None = None
         data[section][field] = value
     data["gradient"].update(learning_rate=lr, seed=seed)
     data["search"]["seed"] = seed
-    data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best")  # test: the best snapshot by validation
+    trained = load_recipe(path).training_task_names()  # Pass@k is compared on the trained tasks only
+    data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best", pass_k_tasks=trained)  # test: the best snapshot
     data["name"] = f"{data['name']}-lr{lr:g}-seed{seed}{suffix}"
     return recipe_from_dict(data, path)  # same folder: relative data paths resolve as in the recipe
 

@@ -74,6 +74,35 @@ def link_shared(src: Path, dest: Path, *, baseline: bool) -> None:
                     os.link(f, target)
 
 
+def share_base(results: Path, run_dir: Path) -> bool:
+    """The base row is the same weights, test rows, decoding and per-problem sampling seeds in every seed (a seed
+    re-seeds training and the search only), so it is evaluated once: take another seed's committed base row when
+    the model, the tasks and the evaluation settings that shape it are the same."""
+    if (run_dir / "eval" / "base.json").is_file():
+        return False
+    mine = read_yaml(run_dir / "recipe.yaml")
+    for other in sorted(results.glob("seed*/main/eval/base.json")):
+        theirs = read_yaml(other.parents[1] / "recipe.yaml")
+        if all(_shaping(theirs, k) == _shaping(mine, k) for k in ("model", "tasks", "eval")):
+            (run_dir / "eval").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(other, run_dir / "eval" / "base.json")
+            logger.info("%s: the base row taken from %s (same model, tasks and evaluation)", run_dir.name, other)
+            return True
+    return False
+
+
+def _shaping(recipe: dict, section: str):
+    """What of a recipe section decides the base row's test records (not which rows are tested, nor how many)."""
+    value = recipe.get(section)
+    return {k: v for k, v in value.items() if k not in ("snapshots", "pass_k_tasks")} if section == "eval" else value
+
+
+def read_yaml(path: Path) -> dict:
+    import yaml
+
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
 def restore(saved: Path, run_dir: Path) -> bool:
     """On a new machine: once a stage's GRPO jobs are trained again (TRL on CPU repeats them bit for bit), take
     back what its committed artefacts hold (the search's checkpoint and log, evaluated rows), so the stage goes on
@@ -111,6 +140,7 @@ def run_main(args, seed: int, lr: float) -> Path:
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit)
     collect(recipe, run_dir, baseline=True)
     restore(args.results / f"seed{seed}" / "main", run_dir)
+    share_base(args.results, run_dir)
     run(recipe, run_dir)
     return run_dir
 

@@ -333,6 +333,8 @@ class EvalConfig(Strict):
         "by validation (the early-stopped baseline; saves test time)")
     pass_k_limit: PosInt | None = Field(
         None, description="sample Pass@k on only the first N test problems per task (greedy still on all)")
+    pass_k_tasks: list[str] | None = Field(
+        None, description="the tasks sampled for Pass@k (default: every task with a test split; greedy still on all)")
 
     @model_validator(mode="after")
     def _n_covers_k(self) -> EvalConfig:
@@ -459,6 +461,10 @@ class Recipe(Strict):
                     raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
                 if getattr(self.task(ref), split) is None:
                     raise ValueError(f"@{stage}.tasks[{i}]: task '{ref}' has no {split} split")
+        for i, ref in enumerate(self.eval.pass_k_tasks or []):
+            if ref not in names or self.task(ref).test is None:
+                raise ValueError(f"@eval.pass_k_tasks[{i}]: '{ref}' is not a task with a test split; expected one of: "
+                                 f"{', '.join(t.name for t in self.tasks if t.test is not None)}")
         for ref in self.coevolve.tasks if self.coevolve else []:
             if ref not in names:
                 raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")

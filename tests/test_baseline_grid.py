@@ -78,3 +78,31 @@ def test_restore_takes_back_the_search_only_when_the_retrained_jobs_match(tmp_pa
     (other / "directions" / "baseline").mkdir(parents=True)
     (other / "directions" / "baseline" / "manifest.json").write_text(json.dumps({**job, "reward_curve": [[27, 0.5]]}))
     assert not decide.restore(saved, other) and not (other / "search").exists()
+
+
+def test_the_base_row_is_shared_across_seeds_only_when_model_tasks_and_evaluation_match(tmp_path):
+    """A seed re-seeds training and the search, not the base row: another seed's committed base row is taken when
+    the model, tasks and evaluation settings (but for which rows are tested) are equal, and never otherwise."""
+    import yaml
+
+    import decide
+
+    recipe = {"name": "r-seed0", "model": {"name": "m"}, "tasks": [{"name": "t"}], "gradient": {"seed": 0},
+              "eval": {"seed": 0, "k": [1, 8], "snapshots": "all"}}
+    saved = tmp_path / "results" / "seed0" / "main"
+    (saved / "eval").mkdir(parents=True)
+    (saved / "recipe.yaml").write_text(yaml.safe_dump(recipe))
+    (saved / "eval" / "base.json").write_text('{"name": "base"}')
+    run = tmp_path / "seed1"
+    run.mkdir()
+    mine = {**recipe, "name": "r-seed1", "gradient": {"seed": 1},
+            "eval": {**recipe["eval"], "snapshots": "best", "pass_k_tasks": ["t"]}}
+    (run / "recipe.yaml").write_text(yaml.safe_dump(mine))
+    assert decide.share_base(tmp_path / "results", run)
+    assert (run / "eval" / "base.json").read_text() == '{"name": "base"}'
+    assert not decide.share_base(tmp_path / "results", run)  # already there: kept
+    for changed in ({"eval": {**mine["eval"], "seed": 1}}, {"tasks": [{"name": "t", "max_tokens": 8}]}):
+        other = tmp_path / f"other{len(list(tmp_path.iterdir()))}"
+        other.mkdir()
+        (other / "recipe.yaml").write_text(yaml.safe_dump({**mine, **changed}))
+        assert not decide.share_base(tmp_path / "results", other) and not (other / "eval").exists()

@@ -102,3 +102,27 @@ def test_cli_eval_refuses_an_over_long_prompt_in_one_line(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith(f"error: task 'longq' test ({tmp_path / 'long.jsonl'}) row 1: the prompt has 5,000,")
     assert "max_model_len 512" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_pass_k_tasks_samples_only_the_named_tasks(tiny, gen):
+    """eval.pass_k_tasks: the named tasks get Pass@k and sample records; the others greedy only. An unknown name is
+    refused with the field path."""
+    from pathlib import Path
+
+    import hyper_es as hx
+    from hyper_es.errors import RecipeError
+    from hyper_es.evaluate.final import score_test_sets
+    from hyper_es.tasks import Task
+
+    data = hx.load_recipe(Path(__file__).parents[1] / "recipes/tiny.yaml").model_dump(mode="json")
+    data["tasks"].append({**data["tasks"][0], "name": "chain_sum_b", "train": None, "val": None})
+    data["eval"].update(k=[1, 2], limit=3, pass_k_tasks=["chain_sum"])
+    recipe = hx.recipe.recipe_from_dict(data, "tiny.yaml")
+    tasks = [Task(t, recipe.base_dir) for t in recipe.tasks]
+    res = score_test_sets(gen, tiny[1], tasks, recipe.eval, pass_k=True)
+    assert "pass@2" in res["chain_sum"] and "correct" in res["chain_sum"]["records"]
+    assert set(res["chain_sum_b"]) == {"greedy", "problems", "tokens", "records"}
+    assert res["chain_sum_b"]["greedy"] == res["chain_sum"]["greedy"]  # the same rows, prompt and weights
+    data["eval"]["pass_k_tasks"] = ["gsm8k"]
+    with pytest.raises(RecipeError, match=r"eval\.pass_k_tasks\[0\].*'gsm8k'.*expected one of: chain_sum"):
+        hx.recipe.recipe_from_dict(data, "tiny.yaml")

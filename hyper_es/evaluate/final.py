@@ -254,7 +254,7 @@ def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:
         greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
         results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems, "tokens": greedy.tokens,
                               "records": greedy_records(greedy.records)}
-        if pass_k:
+        if pass_k and (e.pass_k_tasks is None or task.name in e.pass_k_tasks):
             n = e.n or max(e.k)
             limit = min(filter(None, (e.limit, e.pass_k_limit)), default=None)
             sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=limit,
