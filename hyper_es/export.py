@@ -128,9 +128,10 @@ def export_prompt(run: str | Path, out: str | Path) -> Path | None:
     template; `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was scored. None:
     the run co-evolved no prompt."""
     from hyper_es.io import read_json, write_json_atomic
+    from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
     run, out = Path(run), Path(out)
-    saved = run / "search" / "prompt.json"
+    saved = run / "search" / PROMPT_FILE
     if not saved.is_file():
         return None
     exported = read_json(saved, "re-run the search to write it again").get("exported")

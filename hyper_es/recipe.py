@@ -419,6 +419,10 @@ class CoevolveConfig(Strict):
     population: PosInt = Field(4, description="prompts per generation")
     elite: PosInt = Field(2, description="best prompts kept each generation; the rest are their mutants")
     pairs: PosInt = Field(1, description="prompts each parameter candidate is scored with (its fitness: their mean)")
+    weights: Literal["search", "fixed"] = Field(
+        "search", description="search: the parameters evolve with the prompts; fixed: they stay at the search's "
+        "start x0 and only the prompts evolve, for as many scorings as the search would make (the prompt-only "
+        "ablation)")
     seed: int = 0
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 
 def _print(table: Table, console: Console | None) -> None:
@@ -104,6 +106,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     run_dir = Path(run_dir)
     dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
     search_dir = run_dir / "search"
+    prompt = search_dir / PROMPT_FILE  # a co-evolved prompt (the hyper-es+prompt row's), in full in the report
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
@@ -134,7 +137,8 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     return {"recipe": recipe.name, "model": recipe.model.name, "tasks": tasks, "splits": split_report(recipe),
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
-            "rows": out, "baseline_best": best, "paired": paired, "search": search}
+            "rows": out, "baseline_best": best, "paired": paired, "search": search,
+            **({"prompt": read_json(prompt, "re-run the search to write it again")} if prompt.is_file() else {})}
 
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
@@ -316,11 +320,27 @@ def report_markdown(report: dict) -> str:
                           f"to evaluate them again."]
     if report.get("splits"):
         lines += ["", *splits_markdown(report["splits"])]
+    if report.get("prompt"):
+        lines += ["", *prompt_markdown(report["prompt"]["prompt"])]
     s = report["search"]
     if s["generations"]:
         lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
                   f"{_fmt(s['seconds'], 0)} s."]
     return "\n".join(lines) + "\n"
+
+
+def prompt_markdown(prompt: dict) -> list[str]:
+    """The co-evolved prompt of the hyper-es+prompt row in full, per task (PromptGenome.describe)."""
+    lines = ["## The co-evolved prompt (hyper-es+prompt)", ""]
+    for task, p in prompt.items():
+        shots = p["shots"]
+        lines += [f"- **{task}** (genes {json.dumps(p['genes'])}):",
+                  f"  - system: {json.dumps(p['system'])}", f"  - template: {json.dumps(p['template'])}",
+                  f"  - format line: {json.dumps(p['format'])}",
+                  "  - few-shot examples: " + ("drawn per row, as the task's prompt.few_shot" if shots is None else
+                                               "; ".join(f"{s['id']}: {json.dumps(s['question'])}" for s in shots)
+                                               or "none")]
+    return lines
 
 
 CONSOLE_WIDTH = 100  # the console summary: one row per model in this many columns (report.md has the details)

@@ -211,3 +211,80 @@ def test_a_coevolution_search_killed_mid_generation_resumes_to_the_same_history(
     assert len(history()) == 2
     search(recipe, tmp_path / "run", backend="hf")  # a new start on the same folder
     assert history() == whole
+
+
+def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_path, monkeypatch):
+    """After a co-evolution search, the final evaluation adds hyper-es+prompt: the searched weights scored with the
+    search's prompt (rendered to the exact text the export serves), beside hyper-es with the tasks' own prompts, at
+    the same cost; the report gives the prompt in full."""
+    import json
+
+    import hyper_es.evaluate.final as final
+    from hyper_es import models
+    from hyper_es.export import export_prompt
+    from hyper_es.pipeline import evaluate_and_report
+    from hyper_es.search.run import search
+    from hyper_es.tasks.prompt_genome import render_exported
+
+    _, name = _search_recipe(tmp_path)
+    space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "max_shots": 2}
+    recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "seed": 1})
+    search(recipe, tmp_path / "run", backend="hf", score_test=False)
+    # On the random tiny model the guard keeps the start (reward 0 everywhere); the evaluation scores whatever
+    # prompt search/prompt.json holds, so give it one where every gene differs from the task's own.
+    from hyper_es.tasks import Task
+    from hyper_es.tasks.prompt_genome import Prompt, task_prompts
+
+    prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
+    genes = {name: Prompt(system=1, template=1, shots=(3, 5))}
+    (tmp_path / "run/search/prompt.json").write_text(json.dumps({
+        "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
+    seen, real = {}, final.prompted
+    monkeypatch.setattr(final, "prompted", lambda r, tasks, row: seen.setdefault(row.name, real(r, tasks, row)))
+    report = evaluate_and_report(recipe, tmp_path / "run", "hf")
+
+    rows = {r["name"]: r for r in report["rows"]}
+    assert list(rows)[-2:] == ["hyper-es+prompt", "hyper-es"]
+    keys = ("optimizer_steps", "train_tokens", "search_tokens", "select_tokens", "wall_s")
+    assert {k: rows["hyper-es+prompt"][k] for k in keys} == {k: rows["hyper-es"][k] for k in keys}
+    saved = json.loads((tmp_path / "run/search/prompt.json").read_text())
+    (tmp_path / "export").mkdir()
+    exported = json.loads(export_prompt(tmp_path / "run", tmp_path / "export").read_text())["tasks"][name]
+    tok = models.load(recipe.model.name)[1]
+    own = {t.name: t for t in seen["hyper-es"]}[name]
+    with_prompt = {t.name: t for t in seen["hyper-es+prompt"]}[name]
+    for row in own.rows("test")[:8]:
+        assert with_prompt.prompt_text(tok, row) == render_exported(exported, row, tok)
+        assert own.prompt_text(tok, row) != with_prompt.prompt_text(tok, row)
+    assert report["prompt"] == saved
+    md = (tmp_path / "run/report.md").read_text()
+    assert "## The co-evolved prompt (hyper-es+prompt)" in md and json.dumps(saved["prompt"][name]["system"]) in md
+    for r in ("hyper-es+prompt", "hyper-es"):
+        rec = json.loads((tmp_path / f"run/eval/{r}.json").read_text())["results"][name]["records"]
+        assert len(rec["ids"]) == 8
+
+
+def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searched_runs_scorings(tmp_path):
+    """coevolve.weights: fixed: every vector is x0 (the search's start) and only the prompts evolve; each generation
+    meets every prompt once, over as many generations as score the searched run's vectors; it resumes."""
+    import json
+
+    import numpy as np
+
+    import hyper_es as hx
+    from hyper_es.search.run import search
+
+    _, name = _search_recipe(tmp_path)
+    space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "max_shots": 2}
+    recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "weights": "fixed"})
+    result = search(recipe, tmp_path / "run", backend="hf")
+    ck = json.loads((tmp_path / "run/search/checkpoint.json").read_text())
+    x0 = ck["config"]["x0"]
+    assert ck["config"]["weights"] == "fixed" and ck["config"]["popsize"] == 2  # ⌈3 prompts / 2 pairs⌉ vectors
+    assert len(ck["candidates"]) == 4  # the searched run: 4 vectors × 2 generations = 8 = 4 generations × 2
+    assert all(x == x0 for gen in ck["candidates"] for x in gen)
+    log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
+    assert all({j for js in r["coevolve"]["pairs"] for j in js} == {0, 1, 2} for r in log)  # every prompt met
+    _, x = hx.Genome.from_json(tmp_path / "run/search/best.json")
+    assert np.allclose(x, x0)
+    assert search(recipe, tmp_path / "run", backend="hf")["prompt"] == result["prompt"]  # resumed: the same

@@ -133,8 +133,8 @@ def test_the_recipe_section_is_checked():
     data["coevolve"] = {"tasks": {data["tasks"][0]["name"]: {"templates": ["{question}?"]}}}
     from hyper_es.tasks.prompt_genome import fixed_prompts
 
-    with pytest.raises(RecipeError, match="coevolve: the final evaluation does not carry a co-evolved prompt yet"):
-        fixed_prompts(recipe_from_dict(data, "tiny.yaml"), "the final evaluation")  # refused there, not ignored
+    with pytest.raises(RecipeError, match="coevolve: the ES run does not carry a co-evolved prompt yet"):
+        fixed_prompts(recipe_from_dict(data, "tiny.yaml"), "the ES run")  # refused there, not ignored
 
 
 def test_each_candidate_is_scored_with_its_own_prompt(tiny_path):

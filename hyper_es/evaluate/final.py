@@ -39,6 +39,7 @@ from hyper_es.recipe import Recipe
 from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS
 from hyper_es.tasks import Task
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 logger = logging.getLogger(__name__)
 EVAL_DIR = "eval"
@@ -52,6 +53,7 @@ class Row:
     searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
     steps: int | None = None  # optimizer steps spent to make this model
+    prompt: dict | None = None  # a co-evolved prompt (task -> genes, search/prompt.json); None: the tasks' own
 
     @property
     def pass_k(self) -> bool:
@@ -128,6 +130,10 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         if x is None:
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
         rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), steps=total))
+        prompt = run_dir / "search" / PROMPT_FILE
+        if prompt.is_file():  # a co-evolution search: its weights with its prompt (hyper-es: with the tasks' own)
+            genes = read_json(prompt, "delete it and search/result.json to redo the search")["genes"]
+            rows.insert(-1, Row("hyper-es+prompt", "hyper-es+prompt", searched=(genome, x), steps=total, prompt=genes))
     return rows
 
 
@@ -149,16 +155,13 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
-FIRST = ("hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
+FIRST = ("hyper-es+prompt", "hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
     """Evaluate every row (resuming), and return their results in row order. `test=False`: only the baseline
     rows' validation scores (to choose a learning rate or a snapshot before anything else is evaluated); returns
     those, as {"name", "kind", "steps", "val"} per baseline row."""
-    from hyper_es.tasks.prompt_genome import fixed_prompts
-
-    fixed_prompts(recipe, "the final evaluation")
     run_dir = Path(run_dir)
     out = run_dir / EVAL_DIR
     (out / "val").mkdir(parents=True, exist_ok=True)
@@ -204,7 +207,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
                       key=lambda r: FIRST.index(r.kind) if r.kind in FIRST else len(FIRST))
         for row in todo:
-            results = score_test_sets(*engine_for(row), tasks, e, pass_k=row.pass_k)
+            results = score_test_sets(*engine_for(row), prompted(recipe, tasks, row), e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
                 {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
             write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
@@ -217,6 +220,20 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                 for r in candidates if val]
     return [{**_read_row(out / f"{r.name}.json"),
              **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val else {})} for r in rows]
+
+
+def prompted(recipe: Recipe, tasks: list[Task], row: Row) -> list[Task]:
+    """`tasks` as the row's prompt renders them (the tasks' own prompts for a row without one)."""
+    if row.prompt is None:
+        return tasks
+    from hyper_es.tasks.prompt_genome import task_prompts
+
+    if recipe.coevolve is None:
+        raise DataError(f"row {row.name}: the run's search co-evolved a prompt (search/{PROMPT_FILE}), but the "
+                        f"recipe has no coevolve section to render it; use the run's own recipe.yaml")
+    prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
+    by_name = {t.name: t for t in prompts.tasks_for(prompts.from_json(row.prompt, f"search/{PROMPT_FILE}"))}
+    return [by_name[t.name] for t in tasks]
 
 
 def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> Row | None:

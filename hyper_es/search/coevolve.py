@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 
 from hyper_es.errors import DataError
-from hyper_es.tasks.prompt_genome import Prompt
+from hyper_es.tasks.prompt_genome import Prompt, TaskPrompts, task_prompts
 
 Genes = dict[str, Prompt]  # one prompt of the population: task name -> its genes
 
@@ -37,7 +37,8 @@ class Coevolution:
     strategy's, with the prompt population around it. `tasks(pair)`: the pair's tasks as prompted."""
 
     def __init__(self, inner, genomes: dict, tasks: list, cfg):
-        self.inner, self.genomes, self.base_tasks, self.cfg = inner, genomes, tasks, cfg
+        self.inner, self.genomes, self.cfg = inner, genomes, cfg
+        self.prompts = TaskPrompts(genomes, tasks)
         self.population = self._first()
         self._pending: tuple[list, list[list[int]]] | None = None
         for i, record in enumerate(inner.records()):  # replay: every told generation's prompts, then its selection
@@ -127,18 +128,14 @@ class Coevolution:
         return {**a, t: self.genomes[t].mutate(a[t], rng)}
 
     def _genes(self, data: dict, where: str) -> Genes:
-        if not isinstance(data, dict) or set(data) != set(self.genomes):
-            raise DataError(f"{where}: a recorded prompt names the tasks {sorted(self.genomes)}")
-        return {t: self.genomes[t].check(Prompt.from_json(d, f"{where}, task {t}"), where) for t, d in data.items()}
+        return self.prompts.from_json(data, where)
 
-    # --- what the scorer needs ----------------------------------------------------------------------------------
+    # --- what the scorer needs (the prompt side: tasks/prompt_genome.TaskPrompts) --------------------------------
     def start(self) -> Genes:
-        """The tasks' own prompts."""
-        return {t: g.start() for t, g in self.genomes.items()}
+        return self.prompts.start()
 
     def tasks_for(self, genes: Genes) -> list:
-        """The tasks as prompted by `genes` (tasks without genes as they are)."""
-        return [self.genomes[t.name].task(genes[t.name]) if t.name in genes else t for t in self.base_tasks]
+        return self.prompts.tasks_for(genes)
 
     def tasks(self, pair: Pair) -> list:
         return self.tasks_for(self.population[pair.prompt])
@@ -148,33 +145,19 @@ class Coevolution:
         return [p.x for p in pairs], [self.tasks(p) for p in pairs]
 
     def to_json(self, genes: Genes) -> dict:
-        return {t: p.to_json() for t, p in genes.items()}
+        return self.prompts.to_json(genes)
 
     def from_json(self, data: dict, where: str) -> Genes:
-        return self._genes(data, where)
+        return self.prompts.from_json(data, where)
 
     def describe(self, genes: Genes) -> dict:
-        """A prompt in full, per task: the texts and the few-shot rows."""
-        return {t: self.genomes[t].describe(p) for t, p in genes.items()}
+        return self.prompts.describe(genes)
 
     def exported(self, genes: Genes) -> dict | None:
-        """A prompt to serve, per task (PromptGenome.exported); None where a task draws its examples per row."""
-        from hyper_es.errors import HyperESError
-
-        try:
-            return {t: self.genomes[t].exported(p) for t, p in genes.items()}
-        except HyperESError:
-            return None
+        return self.prompts.exported(genes)
 
 
 def coevolution(recipe, inner, tasks: list) -> Coevolution:
     """The recipe's co-evolution around `inner`, over the prompt genes of those of `tasks` it names."""
-    from hyper_es.tasks.prompt_genome import PromptGenome
-
-    cfg = recipe.coevolve
-    by_name = {t.name: t for t in tasks}
-    missing = sorted(set(cfg.tasks) - set(by_name))
-    if missing:
-        raise DataError(f"coevolve.tasks: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not searched "
-                        f"(search.tasks: {', '.join(by_name)})")
-    return Coevolution(inner, {n: PromptGenome(by_name[n], space) for n, space in cfg.tasks.items()}, tasks, cfg)
+    prompts = task_prompts(recipe, tasks)
+    return Coevolution(inner, prompts.genomes, tasks, recipe.coevolve)

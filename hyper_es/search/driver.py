@@ -134,6 +134,9 @@ class CMASearch:
             return {"budget": f"max_evals {b.max_evals}"}
         if b.wall_clock_s is not None and st.seconds >= b.wall_clock_s:
             return {"budget": f"wall_clock_s {b.wall_clock_s}"}
+        return self._strategy_stop()
+
+    def _strategy_stop(self) -> dict:
         return {k: v for k, v in dict(self.es.stop()).items()}
 
     def done(self) -> bool:
@@ -207,3 +210,31 @@ class CMASearch:
             raise DataError(f"{path}: not a valid search checkpoint ({exc}); {fix}") from None
         self._write_log()  # a kill between checkpoint and log left the log one generation behind
         logger.info("resuming search at generation %d from %s", self.state.generation, path)
+
+
+class FixedWeights(CMASearch):
+    """The prompt-only ablation of co-evolution (`coevolve.weights: fixed`): every candidate is the start x0, and
+    pycma is never told, so only the prompts around it evolve. `vectors` per generation (enough to meet every prompt
+    of the population once); the budget's generations are those that score as many vectors as the searched run."""
+
+    def __init__(self, x0, *, vectors: int, budget: Budget, out: str | Path | None = None, seed: int = 0):
+        self._vectors = vectors
+        super().__init__(x0, 1.0, popsize=max(vectors, 2), seed=seed, budget=budget, out=out)  # pycma: never told
+
+    def _load(self) -> None:
+        self.popsize = self._vectors
+        super()._load()
+
+    def _config(self) -> dict:
+        return {**super()._config(), "weights": "fixed"}
+
+    def ask(self) -> list[np.ndarray]:
+        xs = [self.x0.copy() for _ in range(self.popsize)]
+        self._pending = (xs, time.perf_counter())
+        return xs
+
+    def _tell_es(self, xs: list[np.ndarray], scores: list[float]) -> None:
+        pass
+
+    def _strategy_stop(self) -> dict:
+        return {}

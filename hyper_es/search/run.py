@@ -26,11 +26,12 @@ from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
-from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch
+from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch, FixedWeights
 from hyper_es.search.coevolve import coevolution
 from hyper_es.search.loop import drive, generation_scores, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +86,20 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         scan = scale_scan(fit, genome, x0, s.scale_scan, out) if s.scale_scan else None
         if scan:
             x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
-        driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed,
-                           budget=Budget(s.max_generations, s.max_evals, s.wall_clock_s), out=out)
+        budget = Budget(s.max_generations, s.max_evals, s.wall_clock_s)
+        if recipe.coevolve and recipe.coevolve.weights == "fixed":  # prompt-only: x0 throughout, as many scorings
+            c, popsize = recipe.coevolve, s.popsize or cma_popsize(genome.size)
+            vectors = math.ceil(c.population / min(c.pairs, c.population))  # every prompt met once a generation
+            budget.max_generations = math.ceil(popsize * s.max_generations / vectors)
+            driver = FixedWeights(x0, vectors=vectors, budget=budget, out=out, seed=s.seed)
+        else:
+            driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed, budget=budget,
+                               out=out)
         co = coevolution(recipe, driver, tasks) if recipe.coevolve else None  # prompts paired with the vectors
         start = co.start() if co else None
         per_candidate = min(recipe.coevolve.pairs, recipe.coevolve.population) if co else 1  # scorings of a vector
-        tracker = Tracker(out, kind=s.tracking, total_candidates=s.max_generations * driver.popsize * per_candidate,
+        tracker = Tracker(out, kind=s.tracking,
+                          total_candidates=driver.budget.max_generations * driver.popsize * per_candidate,
                           done_candidates=driver.state.evals, config=recipe.model_dump(mode="json"))
 
         val_tokens = [0]  # every validation scoring of the stage (re-scores, guard, rows): part of its cost
@@ -168,7 +177,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         stack.close()
     (out / "best.json").write_text(genome.to_json(x_best))
     if co:  # the prompt the hyper-es row was scored with
-        write_json_atomic(out / "prompt.json", result["prompt"])
+        write_json_atomic(out / PROMPT_FILE, result["prompt"])
     write_json_atomic(out / "result.json", result)
     logger.info("search done: %s", json.dumps(result["rows"]))
     return result

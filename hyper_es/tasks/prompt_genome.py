@@ -17,6 +17,7 @@ from hyper_es.recipe import PromptSpace
 from hyper_es.tasks import prompts
 
 GENES = ("system", "template", "format", "shots")
+PROMPT_FILE = "prompt.json"  # RUN/search/prompt.json: the co-evolved prompt of the hyper-es+prompt row
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,52 @@ class PromptGenome:
         return {"system": cfg.system, "shots": shots, "template": cfg.template, "chat": cfg.chat}
 
 
+class TaskPrompts:
+    """The prompt genomes of the tasks a recipe co-evolves, together: a prompt (task name -> `Prompt`) to and from
+    plain data, in full, for export, and the tasks as it prompts them."""
+
+    def __init__(self, genomes: dict[str, PromptGenome], tasks: list):
+        self.genomes, self.base_tasks = genomes, tasks
+
+    def start(self) -> dict[str, Prompt]:
+        """The tasks' own prompts."""
+        return {t: g.start() for t, g in self.genomes.items()}
+
+    def tasks_for(self, genes: dict[str, Prompt]) -> list:
+        """The tasks as prompted by `genes` (tasks without genes as they are)."""
+        return [self.genomes[t.name].task(genes[t.name]) if t.name in genes else t for t in self.base_tasks]
+
+    def to_json(self, genes: dict[str, Prompt]) -> dict:
+        return {t: p.to_json() for t, p in genes.items()}
+
+    def from_json(self, data: dict, where: str) -> dict[str, Prompt]:
+        """A recorded prompt, checked against these genomes (one clear error naming `where`)."""
+        if not isinstance(data, dict) or set(data) != set(self.genomes):
+            raise DataError(f"{where}: a recorded prompt names the tasks {sorted(self.genomes)}")
+        return {t: self.genomes[t].check(Prompt.from_json(d, f"{where}, task {t}"), where) for t, d in data.items()}
+
+    def describe(self, genes: dict[str, Prompt]) -> dict:
+        """A prompt in full, per task: the texts and the few-shot rows."""
+        return {t: self.genomes[t].describe(p) for t, p in genes.items()}
+
+    def exported(self, genes: dict[str, Prompt]) -> dict | None:
+        """A prompt to serve, per task (PromptGenome.exported); None where a task draws its examples per row."""
+        try:
+            return {t: self.genomes[t].exported(p) for t, p in genes.items()}
+        except HyperESError:
+            return None
+
+
+def task_prompts(recipe, tasks: list) -> TaskPrompts:
+    """The recipe's prompt genes (`coevolve.tasks`) over those of `tasks` they name; every named task must be there."""
+    by_name = {t.name: t for t in tasks}
+    missing = sorted(set(recipe.coevolve.tasks) - set(by_name))
+    if missing:
+        raise DataError(f"coevolve.tasks: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not among the "
+                        f"tasks scored here ({', '.join(by_name)})")
+    return TaskPrompts({n: PromptGenome(by_name[n], space) for n, space in recipe.coevolve.tasks.items()}, tasks)
+
+
 def render_exported(exported: dict, row: dict, tokenizer) -> str:
     """The prompt text of an exported prompt (`PromptGenome.exported`) for `row` (its fields fill the template)."""
     msgs = [{"role": "system", "content": exported["system"]}] if exported["system"] else []
@@ -163,10 +210,10 @@ def render_exported(exported: dict, row: dict, tokenizer) -> str:
 
 def fixed_prompts(recipe, stage: str) -> None:
     """`stage` scores the tasks' own prompts only: a recipe that asks for co-evolution is refused there, not ignored.
-    (The search co-evolves and the export carries its prompt; ES and the final evaluation do not yet.)"""
+    (The search co-evolves, the final evaluation scores its prompt and the export carries it; ES does not yet.)"""
     if recipe.coevolve is not None:
-        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (only `hyper-es search` "
-                          f"co-evolves); remove the section, or run the search alone")
+        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (the Hyper-ES search "
+                          f"co-evolves); remove the section, or use method: hyper-es")
 
 
 def _first(own, alternatives: list) -> list:
