@@ -182,3 +182,43 @@ def test_a_2_actor_pool_gives_the_recorded_values(cluster, tmp_path):
     gens = _lines(tmp_path / "run/search/generations.jsonl")
     assert sum(a["candidates"] for a in gens[-1]["actors"]) >= 12 and len(gens[-1]["actors"]) == 2  # per-actor counts
     assert all(len(h["actors"]) == 2 for h in _lines(tmp_path / "run/es/history.jsonl"))
+
+
+def test_a_pool_scores_each_candidate_with_its_own_prompt(cluster, tmp_path):
+    """Co-evolution on a pool of 2 engine actors: each candidate's prompt travels as its genes and the actor renders
+    it, so the Scores equal one local engine's with the same tasks as prompted."""
+    import numpy as np
+
+    from hyper_es.engine import run_engine
+    from hyper_es.fitness import Scorer, fitness_splits
+    from hyper_es.fitness.pool import EnginePool
+    from hyper_es.merging import recipe_genome
+    from hyper_es.tasks.prompt_genome import Prompt, task_prompts
+
+    recipe = _search_recipe(tmp_path, engines=2)
+    name = recipe.tasks[0].name
+    data = recipe.model_dump(mode="json")
+    data["coevolve"] = {"tasks": {name: {"systems": ["Add the numbers."], "templates": ["Sum: {question}"],
+                                         "max_shots": 2}}}
+    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    collect(recipe, tmp_path / "run")
+    tasks, fit_pool, _ = fitness_splits(recipe)
+    rows = {n: r[:4] for n, r in fit_pool.items()}
+    prompts = task_prompts(recipe, tasks)
+    genes = [{name: Prompt()}, {name: Prompt(system=1, shots=(2,))}, {name: Prompt(template=1, shots=(0, 3))}]
+    per = [prompts.tasks_for(g) for g in genes]
+    genome, _ = recipe_genome(recipe, hx.DirectionSet.from_run(tmp_path / "run"))
+    xs = [genome.uniform(0.5), genome.uniform(1.0), genome.uniform(0.5)]
+    kw = {"reward": hx.rewards.get("dense_reward:length_fraction")}
+    args = {"backend": "hf", "run_dir": str(tmp_path / "run"), "seed": 0}
+    engine, tok = run_engine(recipe, workdir=str(tmp_path / "local"), **args)
+    want = Scorer(engine, tok, tasks).score_many(xs, rows, tasks=per, **kw)
+    pool = EnginePool(recipe, run_engine, workdir=str(tmp_path / "pool"), **args)
+    try:
+        got = pool.score_many(xs, rows, tasks=per, **kw)
+        one = pool.score(xs[1], rows, tasks=per[1], **kw)
+    finally:
+        pool.close()
+    assert [(s.reward, s.per_row, s.tokens) for s in got] == [(s.reward, s.per_row, s.tokens) for s in want]
+    assert (one.reward, one.per_row) == (want[1].reward, want[1].per_row)
+    assert not np.allclose(want[0].per_row, want[2].per_row)  # the same weights, another prompt: other scores

@@ -37,15 +37,22 @@ class EngineActor:
 
         recipe = recipe_from_dict(data, path)
         self.engine, self.scorer = resident_scorer(recipe, build, kwargs)
+        self.prompts = None  # the recipe's prompt genes, to render a co-evolved candidate's prompt here
+        if recipe.coevolve:
+            from hyper_es.tasks.prompt_genome import task_prompts
+
+            self.prompts = task_prompts(recipe, self.scorer.tasks)
         self.search_reward = None
         if recipe.search.reward:
             from hyper_es import rewards
 
             self.search_reward = rewards.get(recipe.search.reward)
 
-    def score(self, x, rows: dict, kw: dict):
+    def score(self, x, rows: dict, kw: dict, prompt: dict | None = None):
         if kw.get("reward") == SEARCH_REWARD:  # a callable does not travel; the actor resolves it from the recipe
             kw = {**kw, "reward": self.search_reward}
+        if prompt is not None:  # a co-evolved candidate's prompt travels as its genes; the actor renders it
+            kw = {**kw, "tasks": self.prompts.tasks_for(self.prompts.from_json(prompt, "a pooled candidate"))}
         t0 = time.perf_counter()
         return self.scorer.score(x, rows, **kw), time.perf_counter() - t0
 
@@ -57,6 +64,13 @@ class EngineActor:
 
     def close(self) -> None:
         self.engine.close()
+
+
+def prompt_genes(tasks: list | None) -> dict | None:
+    """A candidate's tasks as prompted, as plain data: each prompt genome view's genes by task (None: the tasks'
+    own prompts)."""
+    genes = {t.name: t.prompt_key.to_json() for t in tasks or [] if getattr(t, "prompt_key", None) is not None}
+    return genes or None
 
 
 def engine_pool(stack: contextlib.ExitStack, recipe, build, **kwargs) -> "EnginePool":
@@ -105,19 +119,21 @@ class EnginePool:
                        "candidate", k, type(exc).__name__, len(self._log))
         self.actors[k] = self._new(k)
 
-    def score_many(self, xs: list, rows: dict, *, on_done=None, **kw) -> list:
-        """Scores of `xs` on `rows`, in order, spread over the idle actors; a dead actor's candidate runs again."""
+    def score_many(self, xs: list, rows: dict, *, on_done=None, tasks: list | None = None, **kw) -> list:
+        """Scores of `xs` on `rows`, in order, spread over the idle actors; a dead actor's candidate runs again.
+        `tasks`: each candidate's tasks as prompted (Scorer.score_many); they travel as their prompt genes."""
         from ray.exceptions import RayActorError
 
         if kw.get("reward") is not None:  # the search's reward (search.reward), resolved in each actor
             kw = {**kw, "reward": SEARCH_REWARD}
+        prompts = [prompt_genes(ts) for ts in tasks] if tasks else [None] * len(xs)
         results: list = [None] * len(xs)
         queue, inflight, busy = deque(range(len(xs))), {}, set()
         while queue or inflight:
             for k, actor in enumerate(self.actors):
                 if queue and k not in busy:
                     i = queue.popleft()
-                    inflight[actor.score.remote(xs[i], rows, kw)] = (i, k)
+                    inflight[actor.score.remote(xs[i], rows, kw, prompts[i])] = (i, k)
                     busy.add(k)
             ready, _ = self.ray.wait(list(inflight), num_returns=1)
             for ref in ready:
@@ -137,8 +153,8 @@ class EnginePool:
                     on_done()
         return results
 
-    def score(self, x, rows: dict, **kw):
-        return self.score_many([x], rows, **kw)[0]
+    def score(self, x, rows: dict, *, tasks: list | None = None, **kw):
+        return self.score_many([x], rows, tasks=None if tasks is None else [tasks], **kw)[0]
 
     def _broadcast(self, method: str, *args) -> None:
         from ray.exceptions import RayActorError
