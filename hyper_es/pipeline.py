@@ -47,11 +47,8 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     from hyper_es.io import write_json_atomic
     from hyper_es.search.run import search
 
-    from hyper_es.tasks.prompt_genome import fixed_prompts
-
     run_dir = Path(run_dir)
     if recipe.method == "es":
-        fixed_prompts(recipe, "the ES run")  # before any stage spends compute
         return run_es_method(recipe, run_dir, backend=backend)
     logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
     collect(recipe, run_dir, baseline=True, measure=lambda r, d: measure_difficulty(r, d, backend=backend))

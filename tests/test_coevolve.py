@@ -2,6 +2,8 @@
 frozen genes reproduce the parameter-only run exactly, a run killed mid-generation resumes to the same history,
 pairs are balanced, and the best prompt survives selection."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from test_prompt_genome import SPACE, task
@@ -288,3 +290,96 @@ def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searche
     _, x = hx.Genome.from_json(tmp_path / "run/search/best.json")
     assert np.allclose(x, x0)
     assert search(recipe, tmp_path / "run", backend="hf")["prompt"] == result["prompt"]  # resumed: the same
+
+
+def _es_recipe(tmp_path, coevolve=None):
+    import hyper_es as hx
+
+    data = hx.load_recipe(Path(__file__).parents[1] / "recipes/tiny.yaml").model_dump(mode="json")
+    data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01})
+    data["search"].update(minibatch=4, val_size=4, fitness_set="fixed", reward="dense_reward:length_fraction")
+    if coevolve:
+        data["coevolve"] = coevolve
+    return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+
+
+def _es_engine(recipe):
+    from test_es_run import _engine
+
+    return _engine(recipe)
+
+
+def test_es_coevolves_prompts_resumes_to_the_same_history_and_frozen_genes_are_plain_es(tmp_path, monkeypatch):
+    """ES as co-evolution's inner strategy: the prompt population and pairing go into ES's history; a run killed
+    after two iterations resumes to the same history and weights; with no gene that can change it is plain ES."""
+    import json
+
+    import torch
+
+    from hyper_es.es.history import HISTORY
+    from hyper_es.search.es_run import es_search
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "helpers"))
+    plain = _es_recipe(tmp_path)
+    es_search(plain, tmp_path / "plain", *_es_engine(plain))
+    name = plain.tasks[0].name
+    frozen = _es_recipe(tmp_path, {"tasks": {name: {"max_shots": 0}}, "population": 2, "pairs": 2})
+    es_search(frozen, tmp_path / "frozen", *_es_engine(frozen))
+    keys = ("seeds", "signs", "rewards", "z")
+    lines = [[json.loads(x) for x in (tmp_path / d / "es" / HISTORY).read_text().splitlines()]
+             for d in ("plain", "frozen")]
+    assert [{k: r[k] for k in keys} for r in lines[1]] == [{k: r[k] for k in keys} for r in lines[0]]
+
+    space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "max_shots": 2}
+    recipe = _es_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "seed": 1})
+    engine, tok = _es_engine(recipe)
+    result = es_search(recipe, tmp_path / "a", engine, tok)
+    want = {n: w.clone() for n, w in engine.weights().items()}
+    hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
+    states = [json.loads(h)["coevolve"] for h in hist]
+    assert len(hist) == 3 and all(len(s["population"]) == 3 and len(s["pairs"]) == 4 for s in states)
+    assert len({json.dumps(s["population"]) for s in states}) > 1  # the prompts evolved
+    saved = json.loads((tmp_path / "a" / "es" / "prompt.json").read_text())
+    start = {name: {"system": 0, "template": 0, "format": 0, "shots": []}}  # θ_0 keeps the tasks' own prompt
+    best = states[-1]["population"][states[-1]["best"]]  # the last generation's best by fitness
+    assert saved["genes"] == (best if result["kept_iterations"] else start)
+    (tmp_path / "b" / "es").mkdir(parents=True)
+    (tmp_path / "b" / "es" / HISTORY).write_text("\n".join(hist[:2]) + "\n" + hist[2][:20])
+    (tmp_path / "b" / "es" / "start.json").write_text((tmp_path / "a" / "es" / "start.json").read_text())
+    engine2, tok2 = _es_engine(recipe)
+    resumed = es_search(recipe, tmp_path / "b", engine2, tok2)
+    assert (tmp_path / "b" / "es" / HISTORY).read_text().splitlines() == hist
+    assert all(torch.equal(engine2.weights()[n], want[n]) for n in want)
+    assert resumed["guard"] == result["guard"]
+    assert json.loads((tmp_path / "b" / "es" / "prompt.json").read_text()) == saved
+
+
+def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_path, monkeypatch):
+    """A run whose ES co-evolved a prompt (RUN/es/prompt.json) gets es+prompt: ES's weights scored with that prompt,
+    at ES's cost, beside es with the tasks' own prompts."""
+    import json
+
+    import hyper_es as hx
+    import hyper_es.evaluate.final as final
+    from hyper_es.pipeline import evaluate_and_report
+    from hyper_es.search.es_run import es_search
+    from test_es_run import _finished_run
+
+    done = _finished_run(tmp_path, limit=8, population=4, iterations=2)
+    name = done.tasks[0].name
+    data = done.model_dump(mode="json")
+    data["coevolve"] = {"tasks": {name: {"systems": ["Add the numbers."], "max_shots": 2}}, "population": 3,
+                        "pairs": 2}
+    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    es_search(recipe, tmp_path / "run", *_es_engine(recipe))
+    (tmp_path / "run/es/config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
+    saved = json.loads((tmp_path / "run/es/prompt.json").read_text())
+    seen, real = {}, final.prompted
+    monkeypatch.setattr(final, "prompted", lambda r, tasks, row: seen.setdefault(row.name, real(r, tasks, row)))
+    report = evaluate_and_report(recipe, tmp_path / "run", "hf")
+    rows = {r["name"]: r for r in report["rows"]}
+    assert rows["es+prompt"]["kind"] == "es" and rows["es+prompt"]["search_tokens"] == rows["es"]["search_tokens"] > 0
+    view = {t.name: t for t in seen["es+prompt"]}[name]
+    assert view.prompt_key.to_json() == saved["genes"][name]
+    assert {t.name: t for t in seen["es"]}[name].__dict__.get("prompt_key") is None  # es: the tasks' own prompt
+    assert len(rows["es+prompt"]["results"][name]) > 0 and "pass@1" in rows["es+prompt"]["results"][name]

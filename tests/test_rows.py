@@ -8,7 +8,7 @@ from hyper_es.rows import KINDS, kind_of, row_update
 
 
 @pytest.mark.parametrize("name,kind", [
-    ("base", "base"), ("uniform", "uniform"), ("hyper-es", "hyper-es"), ("hyper-es+prompt", "hyper-es+prompt"),
+    ("base", "base"), ("uniform", "uniform"), ("hyper-es", "hyper-es"), ("hyper-es+prompt", "hyper-es"), ("baseline+es+prompt", "es"),
     ("baseline", "baseline"),
     ("baseline@6", "baseline-snapshot"), ("dir-0", "direction"), ("es", "es"), ("baseline+es", "es"),
     ("hyper-es+es", "es"), ("es+grpo", "es-grpo"), ("baseline+es+grpo", "es-grpo"),
@@ -18,8 +18,7 @@ def test_a_row_name_has_one_kind(name, kind):
 
 
 def test_the_compared_rows_get_pass_k_and_the_curve_rows_do_not():
-    assert {k for k, v in KINDS.items() if v.pass_k} == {"base", "baseline", "es", "es-grpo", "hyper-es",
-                                                               "hyper-es+prompt"}
+    assert {k for k, v in KINDS.items() if v.pass_k} == {"base", "baseline", "es", "es-grpo", "hyper-es"}
     assert all(v.cost is not None for v in KINDS.values())
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ class Row:
     searched: tuple[Genome, np.ndarray] | None = None  # the search's genome and vector (Hyper-ES, from best.json)
     raw: bool = False  # adapters merged as trained (density 1), not with the search's merge settings
     steps: int | None = None  # optimizer steps spent to make this model
-    prompt: dict | None = None  # a co-evolved prompt (task -> genes, search/prompt.json); None: the tasks' own
+    prompt: dict | None = None  # a co-evolved prompt (task -> genes: RUN/search or RUN/es prompt.json); None: own
 
     @property
     def pass_k(self) -> bool:
@@ -120,6 +120,7 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
                                                if r.name == start)
         name = "es" if start == "base" else f"{start}+es"
         rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))
+        rows += prompted_row(run_dir / "es", rows[-1])
         grpo = read_manifest(run_dir / "es" / "grpo")
         if grpo is not None:  # ES → GRPO-LoRA
             rows.append(Row(f"{name}+grpo", "es-grpo", {"es+grpo": 1.0}, raw=True,
@@ -130,11 +131,18 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         if x is None:
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
         rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), steps=total))
-        prompt = run_dir / "search" / PROMPT_FILE
-        if prompt.is_file():  # a co-evolution search: its weights with its prompt (hyper-es: with the tasks' own)
-            genes = read_json(prompt, "delete it and search/result.json to redo the search")["genes"]
-            rows.insert(-1, Row("hyper-es+prompt", "hyper-es+prompt", searched=(genome, x), steps=total, prompt=genes))
+        rows[-1:] = prompted_row(run_dir / "search", rows[-1]) + rows[-1:]
     return rows
+
+
+def prompted_row(folder: Path, row: Row) -> list[Row]:
+    """After a co-evolution (FOLDER/prompt.json): `row`'s weights with the co-evolved prompt, as <row>+prompt (the
+    row itself keeps the tasks' own prompts); else nothing."""
+    path = folder / PROMPT_FILE
+    if not path.is_file():
+        return []
+    genes = read_json(path, f"delete it and {folder.name}/result.json to redo the {folder.name} stage")["genes"]
+    return [replace(row, name=f"{row.name}+prompt", prompt=genes)]
 
 
 def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:
@@ -155,7 +163,7 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
-FIRST = ("hyper-es+prompt", "hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
+FIRST = ("hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
@@ -229,10 +237,10 @@ def prompted(recipe: Recipe, tasks: list[Task], row: Row) -> list[Task]:
     from hyper_es.tasks.prompt_genome import task_prompts
 
     if recipe.coevolve is None:
-        raise DataError(f"row {row.name}: the run's search co-evolved a prompt (search/{PROMPT_FILE}), but the "
-                        f"recipe has no coevolve section to render it; use the run's own recipe.yaml")
+        raise DataError(f"row {row.name}: the run co-evolved a prompt ({PROMPT_FILE}), but the recipe has no "
+                        f"coevolve section to render it; use the run's own recipe.yaml")
     prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
-    by_name = {t.name: t for t in prompts.tasks_for(prompts.from_json(row.prompt, f"search/{PROMPT_FILE}"))}
+    by_name = {t.name: t for t in prompts.tasks_for(prompts.from_json(row.prompt, f"row {row.name}'s {PROMPT_FILE}"))}
     return [by_name[t.name] for t in tasks]
 
 

@@ -169,14 +169,15 @@ KINDS = {k.name: k for k in (
     RowKind("es", True, _es_cost, _es_update),
     RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
     RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
-    RowKind("hyper-es+prompt", True, _hyper_es_cost, _hyper_es_update),  # the same weights, the co-evolved prompt
 )}
 
 
 def kind_of(row: str) -> RowKind:
-    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, hyper-es+prompt, scaled, es / <start>+es,
-    …es+grpo, baseline, baseline@N, else a direction."""
-    if row in ("base", "uniform", "hyper-es", "hyper-es+prompt", "baseline", "scaled"):
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, scaled, es / <start>+es,
+    …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is its kind."""
+    if row.endswith("+prompt"):  # a row's weights with a co-evolved prompt: the kind (cost, update) of the weights
+        return kind_of(row[: -len("+prompt")])
+    if row in ("base", "uniform", "hyper-es", "baseline", "scaled"):
         return KINDS[row]
     if row.endswith("es+grpo"):
         return KINDS["es-grpo"]

@@ -25,8 +25,9 @@ from hyper_es.recipe import Recipe
 from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.search.es_strategy import ESStrategy
 from hyper_es.search.loop import drive, score_generation
-from hyper_es.tasks.prompt_genome import fixed_prompts
+from hyper_es.search.coevolve import coevolution
 from hyper_es.search.start import guard_decision
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 logger = logging.getLogger(__name__)
 def diversity(scores: list[Score]) -> dict:
@@ -46,8 +47,10 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result.json covers the whole history) returns that result and leaves the engine as it is."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
-    fixed_prompts(recipe, "the ES run")
     c, s = recipe.es, recipe.search
+    if recipe.coevolve and recipe.coevolve.weights == "fixed":
+        raise DataError("coevolve.weights: fixed (the prompt-only ablation) runs in the Hyper-ES search, where the "
+                        "weights stay at its start; ES co-evolves with weights: search")
     done = finished(out, c.population)
     if done is not None:
         return done
@@ -62,6 +65,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         start = scorer.score(None, val)
         write_json_atomic(start_path, start.__dict__)
     strategy = ESStrategy(c, out)
+    co = coevolution(recipe, strategy, tasks) if recipe.coevolve else None  # prompts paired with the members
     t0 = time.perf_counter()
 
     def log(rec: dict) -> None:
@@ -71,16 +75,22 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
             logger.info("engine actors: %s", ", ".join(f"#{a['actor']} {a['candidates']} members {a['per_s']:.2f}/s"
                                                         for a in rec["actors"]))
 
-    drive(strategy, score_generation(scorer, pool, s, reward=fit_reward, answers=True,
-                                     extra=lambda members, scores: {"diversity": diversity(scores)}),
+    drive(co or strategy, score_generation(scorer, pool, s, reward=fit_reward, answers=True,
+                                           extra=lambda members, scores: {"diversity": diversity(scores)},
+                                           split=co.split if co else None),
           update=engine.update, on_record=log)
     history, spent = strategy.history, strategy.spent
-    final = scorer.score(None, val)
+    genes = co.population[0] if co else None  # the last generation's best prompt by fitness (elite first)
+    final = scorer.score(None, val, tasks=co.tasks_for(genes) if co else None)
     write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
-    decision = guard_decision(start, final, what="ES weights")
+    decision = guard_decision(start, final, what="ES weights" + (" with their prompt" if co else ""))
     if not s.guard:
         decision["kept"] = "search (search.guard: false)"
     kept = len(history) if decision["kept"].startswith("search") else 0  # θ_0 + the first `kept` updates
+    if co:  # the prompt the es+prompt row is scored with: θ_0 keeps the tasks' own
+        genes = genes if kept else co.start()
+        write_json_atomic(out / PROMPT_FILE, {"genes": co.to_json(genes), "prompt": co.describe(genes),
+                                              "exported": co.exported(genes)})
     result = {"iterations": len(history), "kept_iterations": kept, "seconds": time.perf_counter() - t0,
               "guard": decision,
               "val": {"start": start.reward, "es": final.reward},

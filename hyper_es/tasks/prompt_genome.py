@@ -12,7 +12,7 @@ import copy
 import random
 from dataclasses import dataclass
 
-from hyper_es.errors import DataError, HyperESError, RecipeError
+from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import PromptSpace
 from hyper_es.tasks import prompts
 
@@ -206,14 +206,6 @@ def render_exported(exported: dict, row: dict, tokenizer) -> str:
         msgs += [{"role": "user", "content": shot["user"]}, {"role": "assistant", "content": shot["assistant"]}]
     msgs.append({"role": "user", "content": prompts.fill(exported["template"], row, "the exported prompt")})
     return prompts.render(tokenizer, msgs, exported["chat"])
-
-
-def fixed_prompts(recipe, stage: str) -> None:
-    """`stage` scores the tasks' own prompts only: a recipe that asks for co-evolution is refused there, not ignored.
-    (The search co-evolves, the final evaluation scores its prompt and the export carries it; ES does not yet.)"""
-    if recipe.coevolve is not None:
-        raise RecipeError(f"coevolve: {stage} does not carry a co-evolved prompt yet (the Hyper-ES search "
-                          f"co-evolves); remove the section, or use method: hyper-es")
 
 
 def _first(own, alternatives: list) -> list:
