@@ -33,9 +33,12 @@ def variant(path: Path, *, lr: float, seed: int, pass_k_limit: int | None = None
             suffix: str = ""):
     """The recipe at this learning rate and seed (gradient and search), testing the best snapshot by validation."""
     data = load_recipe(path).model_dump(mode="json")
-    for key, value in (overrides or {}).items():
-        section, field = key.split(".")
-        data[section][field] = value
+    for key, value in (overrides or {}).items():  # "section.field" or a whole "section"
+        section, _, field = key.partition(".")
+        if field:
+            data[section][field] = value
+        else:
+            data[section] = value
     data["gradient"].update(learning_rate=lr, seed=seed)
     data["search"]["seed"] = seed
     trained = load_recipe(path).training_task_names()  # Pass@k is compared on the trained tasks only

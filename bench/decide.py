@@ -44,14 +44,24 @@ from baseline_grid import lr_folder, tune, variant  # noqa: E402  (bench/ is the
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
-STAGES = ("grid", "main", "difficulty", "equal")
+STAGES = ("grid", "main", "difficulty", "coevolve", "equal")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
-        "directions/difficulty.json", "equal_compute.json"]
+        "directions/difficulty.json", "equal_compute.json", "search/prompt.json"]
 RESTORED = ("search", "eval", "directions/difficulty.json")  # what a new machine takes back from the artefacts
 SAME_JOB = ("optimizer_steps", "seen_tokens", "token_curve", "reward_curve")
 SHARED_ROWS = ("base", "baseline", "baseline@*", "scaled", "scaled@*")  # the same weights in every folder of a seed
 DIFFICULTY = {"gradient.directions_from": "jobs", "gradient.vary": ["difficulty", "seed"]}
+# Co-evolution (issue 22): generic prompt genes, nothing about these tasks (the task's own prompt is gene 0), a
+# population of 4 with one prompt per vector, so each arm makes the parameter-only search's scorings.
+COEVOLVE_GENES = {
+    "systems": ["You are a helpful assistant.",
+                "You are a careful problem solver. Check your work before you answer."],
+    "templates": ["{question}\nThink step by step, then give the final answer in \\boxed{{}}.",
+                  "Solve the following problem.\n{question}\nPut the final answer in \\boxed{{}}."],
+    "formats": ["Reply with the final answer only.", "Keep the reasoning short."],
+    "max_shots": 3}
+ARMS = {"prompt": "fixed", "both": "search"}  # arm -> coevolve.weights (the parameter-only arm is the main run)
 EQUAL_CANDIDATES = 9  # snapshots of the equal-compute run, as many as the baseline's (27 steps, every 3)
 
 
@@ -61,11 +71,12 @@ def folders(root: Path, seed: int, lr: float) -> dict[str, Path]:
             "equal": main.with_name(main.name + "-equal")}
 
 
-def link_shared(src: Path, dest: Path, *, baseline: bool) -> None:
-    """Hard links to the main run's baseline (directions/baseline) and its shared rows' evaluation files."""
+def link_shared(src: Path, dest: Path, *, baseline: bool, extra: tuple[str, ...] = ()) -> None:
+    """Hard links to the main run's baseline (directions/baseline) and its shared rows' evaluation files (and the
+    `extra` rows', where the folders share those weights too)."""
     if baseline and not (dest / "directions" / "baseline").exists():
         shutil.copytree(src / "directions" / "baseline", dest / "directions" / "baseline", copy_function=os.link)
-    for pattern in SHARED_ROWS:
+    for pattern in (*SHARED_ROWS, *extra):
         for sub in ("eval", "eval/val"):
             for f in (src / sub).glob(f"{pattern}.json"):
                 target = dest / sub / f.name
@@ -162,6 +173,41 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     return f["difficulty"]
 
 
+def run_coevolve(args, seed: int, lr: float) -> list[Path]:
+    """Issue 22's arms on the main run's directions, start and rows: prompt-only (`coevolve.weights: fixed`, the
+    weights at the main search's start) and both (prompts and coefficients co-evolved). The parameter-only arm is the
+    main run's hyper-es row. Each arm scores as many candidates as the main search, from its scale scan (copied:
+    the same start, its tokens charged again to each arm)."""
+    from hyper_es.pipeline import run
+
+    main, out = folders(args.root, seed, lr)["main"], []
+    for arm, weights in ARMS.items():
+        folder = main.with_name(f"{main.name}-coevolve-{arm}")
+        if not (folder / "directions").is_dir():
+            shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
+        link_shared(main, folder, baseline=False, extra=("uniform",))  # the same weights as the main run's rows
+        for rel in ("geometry.json", "search/scale_scan.json"):
+            if not (folder / rel).is_file():
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(main / rel, folder / rel)
+        tasks = load_recipe_tasks(args.recipe)
+        recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix=f"-coevolve-{arm}",
+                         overrides={"coevolve": {"tasks": {t: COEVOLVE_GENES for t in tasks}, "population": 4,
+                                                 "elite": 2, "pairs": 1, "seed": seed, "weights": weights}})
+        restore(args.results / f"seed{seed}" / f"coevolve-{arm}", folder)
+        run(recipe, folder)
+        out.append(folder)
+    return out
+
+
+def load_recipe_tasks(path: Path) -> list[str]:
+    """The searched tasks (search.tasks, else those the gradient stage trains on)."""
+    from hyper_es.recipe import load_recipe
+
+    recipe = load_recipe(path)
+    return recipe.search.tasks or recipe.training_task_names()
+
+
 def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None, budget: str = "tokens") -> dict:
     """Steps for the baseline to match the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens")
     or its total wall time ("seconds"), at the baseline's own tokens and seconds per step; at most `max_steps`.
@@ -229,10 +275,21 @@ def run_stages(args) -> None:
     that cost least are complete first."""
     for seed in args.seeds:
         chosen_lr(args, seed)
-    for stage, fn in (("main", run_main), ("difficulty", run_difficulty), ("equal", run_equal)):
+    for stage, fn in (("main", run_main), ("difficulty", run_difficulty), ("coevolve", run_coevolve),
+                      ("equal", run_equal)):
         for seed in args.seeds if stage in args.stages else []:
-            copy_artefacts(fn(args, seed, chosen_lr(args, seed)), args.results / f"seed{seed}" / stage)
+            lr = chosen_lr(args, seed)
+            done = fn(args, seed, lr)
+            for folder in done if isinstance(done, list) else [done]:
+                copy_artefacts(folder, args.results / f"seed{seed}" / stage_name(folders(args.root, seed, lr)["main"],
+                                                                                  folder))
             summarize(args)
+
+
+def stage_name(main: Path, folder: Path) -> str:
+    """A stage folder's name under --results/seed<N>/: main, difficulty, equal, coevolve-<arm> (the main run's
+    folder name, then -<stage>)."""
+    return "main" if folder == main else folder.name.removeprefix(main.name + "-")
 
 
 def save(args) -> None:
@@ -241,10 +298,12 @@ def save(args) -> None:
         grid = args.root / f"seed{seed}" / "lr_grid.json"
         if not grid.is_file() or read_json(grid, "").get("chosen") is None:
             continue
-        for stage, folder in folders(args.root, seed, read_json(grid, "")["chosen"]).items():
-            if folder.is_dir():
-                copy_artefacts(folder, args.results / f"seed{seed}" / stage)
-                logger.info("seed %d %s: copied to %s", seed, stage, args.results / f"seed{seed}" / stage)
+        main = folders(args.root, seed, read_json(grid, "")["chosen"])["main"]
+        for folder in sorted(p for p in main.parent.glob(f"{main.name}*") if p.is_dir()):
+            if folder == main or folder.name.startswith(main.name + "-"):
+                dest = args.results / f"seed{seed}" / stage_name(main, folder)
+                copy_artefacts(folder, dest)
+                logger.info("seed %d %s: copied to %s", seed, stage_name(main, folder), dest)
 
 
 def summarize(args) -> None:

@@ -23,10 +23,17 @@ ROWS = {  # label -> (stage, row name in that stage's run folder)
     "grpo-equal-compute": ("equal", BEST),
     "hyper-es": ("main", "hyper-es"),
     "hyper-es-difficulty": ("difficulty", "hyper-es"),
+    "prompt-only": ("coevolve-prompt", "hyper-es+prompt"),  # issue 22: x0 with a co-evolved prompt
+    "coevolution": ("coevolve-both", "hyper-es+prompt"),  # co-evolved coefficients with their prompt
+    "coevolution-own-prompt": ("coevolve-both", "hyper-es"),  # the same coefficients, the tasks' own prompts
 }
 CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
 METHODS = ("hyper-es", "hyper-es-difficulty")
 REFS = (*CONTROLS, "baseline", "base")
+# Co-evolution at the parameter-only search's scorings: each arm against the base and against each other.
+COEVOLVE_PAIRS = (("coevolution", "hyper-es"), ("coevolution", "prompt-only"), ("prompt-only", "hyper-es"),
+                  ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"))
+PAIRS = (*((m, c) for m in METHODS for c in REFS), *COEVOLVE_PAIRS)
 PASS_K = ("pass@1", "pass@8")
 TRANSFER = "gsm8k"
 
@@ -68,21 +75,20 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         plan = results / f"seed{seed}" / "equal" / "equal_compute.json"
         if plan.is_file():  # how many steps equal compute took, and whether they were capped
             entry["equal_compute"] = read_json(plan, "re-run the equal stage")
-        for m in METHODS:
-            for c in REFS:
-                if m not in rows or c not in rows:
+        for m, c in PAIRS:
+            if m not in rows or c not in rows:
+                continue
+            key = f"{m} - {c}"
+            for group, tasks, metric in (("trained", trained, "greedy"), (TRANSFER, transfer, "greedy"),
+                                         *((k, trained, k) for k in PASS_K)):
+                if not tasks or (metric != "greedy" and not (_sampled(rows[m]) and _sampled(rows[c]))):
                     continue
-                key = f"{m} - {c}"
-                for group, tasks, metric in (("trained", trained, "greedy"), (TRANSFER, transfer, "greedy"),
-                                             *((k, trained, k) for k in PASS_K)):
-                    if not tasks or (metric != "greedy" and not (_sampled(rows[m]) and _sampled(rows[c]))):
-                        continue
-                    st = _strata(rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
-                    entry["vs"].setdefault(key, {})[group] = stats.paired_bootstrap(st).to_dict()
-                    strata.setdefault(key, {}).setdefault(group, {})[seed] = st
-                    if group == "trained":
-                        for t, s in zip(tasks, st):
-                            entry["vs"][key][t] = stats.paired_bootstrap([s]).to_dict()
+                st = _strata(rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
+                entry["vs"].setdefault(key, {})[group] = stats.paired_bootstrap(st).to_dict()
+                strata.setdefault(key, {}).setdefault(group, {})[seed] = st
+                if group == "trained":
+                    for t, s in zip(tasks, st):
+                        entry["vs"][key][t] = stats.paired_bootstrap([s]).to_dict()
         per[seed] = entry
     pooled = {}
     for key, groups in strata.items():

@@ -106,3 +106,30 @@ def test_the_base_row_is_shared_across_seeds_only_when_model_tasks_and_evaluatio
         other.mkdir()
         (other / "recipe.yaml").write_text(yaml.safe_dump({**mine, **changed}))
         assert not decide.share_base(tmp_path / "results", other) and not (other / "eval").exists()
+
+
+def test_decide_coevolve_arms_render_the_generic_genes_and_name_their_stages(tmp_path):
+    """The co-evolution stage's recipes validate, every gene renders (braces of \\boxed{} kept), and each arm's folder
+    is copied to its own stage under the results."""
+    import decide
+
+    from hyper_es import models
+    from hyper_es.tasks import Task
+    from hyper_es.tasks.prompt_genome import Prompt, PromptGenome
+
+    path = Path(__file__).resolve().parents[1] / "recipes/smollm2-135m.yaml"
+    tasks = decide.load_recipe_tasks(path)
+    assert tasks == ["chain_sum", "add_sub"]
+    recipe = bg.variant(path, lr=5e-4, seed=1, overrides={"coevolve": {
+        "tasks": {t: decide.COEVOLVE_GENES for t in tasks}, "weights": "fixed"}})
+    assert recipe.coevolve.weights == "fixed" and recipe.eval.pass_k_tasks == tasks
+    task = Task(recipe.task("chain_sum"), recipe.base_dir)
+    genome = PromptGenome(task, recipe.coevolve.tasks["chain_sum"])
+    tok = models.load("tiny-random")[1]
+    row = task.rows("test")[0]
+    text = genome.task(Prompt(system=2, template=1, format=1, shots=(0,))).prompt_text(tok, row)
+    assert "careful problem solver" in text and "Think step by step" in text and "\\boxed{}" in text
+    assert "Reply with the final answer only." in text and row["question"] in text
+    main = tmp_path / "seed1-lr6.25e-05"
+    assert decide.stage_name(main, main) == "main"
+    assert decide.stage_name(main, tmp_path / "seed1-lr6.25e-05-coevolve-prompt") == "coevolve-prompt"
