@@ -14,6 +14,9 @@ from hyper_es.evaluate.runner import TaskResult
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 
+PROMPTED = {"hyper-es": "search", "es": "es"}  # a <row>+prompt's kind -> the run folder that holds its prompt.json
+
+
 def _print(table: Table, console: Console | None) -> None:
     console = console or Console(width=None if Console().is_terminal else 140)
     console.print(table)
@@ -106,7 +109,6 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     run_dir = Path(run_dir)
     dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
     search_dir = run_dir / "search"
-    prompt = search_dir / PROMPT_FILE  # a co-evolved prompt (the hyper-es+prompt row's), in full in the report
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
@@ -128,6 +130,8 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                     "search_tokens": search_tokens, "select_tokens": select, "tokens": total, "wall_s": wall,
                     "results": results, "mean": mean,
                     **({"val": r["val"]} if "val" in r else {})})
+    prompts = {r["name"]: read_json(run_dir / PROMPTED[r["kind"]] / PROMPT_FILE, "re-run that stage to write it")
+               for r in rows if r["name"].endswith("+prompt")}  # co-evolved prompts, in full in the report
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
     best = baseline_best(rows)
@@ -138,7 +142,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
             "rows": out, "baseline_best": best, "paired": paired, "search": search,
-            **({"prompt": read_json(prompt, "re-run the search to write it again")} if prompt.is_file() else {})}
+            **({"prompts": prompts} if prompts else {})}
 
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
@@ -320,8 +324,8 @@ def report_markdown(report: dict) -> str:
                           f"to evaluate them again."]
     if report.get("splits"):
         lines += ["", *splits_markdown(report["splits"])]
-    if report.get("prompt"):
-        lines += ["", *prompt_markdown(report["prompt"]["prompt"])]
+    for row, prompt in (report.get("prompts") or {}).items():
+        lines += ["", *prompt_markdown(row, prompt["prompt"])]
     s = report["search"]
     if s["generations"]:
         lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
@@ -329,9 +333,9 @@ def report_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prompt_markdown(prompt: dict) -> list[str]:
-    """The co-evolved prompt of the hyper-es+prompt row in full, per task (PromptGenome.describe)."""
-    lines = ["## The co-evolved prompt (hyper-es+prompt)", ""]
+def prompt_markdown(row: str, prompt: dict) -> list[str]:
+    """A co-evolved prompt in full, per task (PromptGenome.describe)."""
+    lines = [f"## The co-evolved prompt ({row})", ""]
     for task, p in prompt.items():
         shots = p["shots"]
         lines += [f"- **{task}** (genes {json.dumps(p['genes'])}):",

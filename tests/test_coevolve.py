@@ -258,7 +258,7 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
     for row in own.rows("test")[:8]:
         assert with_prompt.prompt_text(tok, row) == render_exported(exported, row, tok)
         assert own.prompt_text(tok, row) != with_prompt.prompt_text(tok, row)
-    assert report["prompt"] == saved
+    assert report["prompts"] == {"hyper-es+prompt": saved}
     md = (tmp_path / "run/report.md").read_text()
     assert "## The co-evolved prompt (hyper-es+prompt)" in md and json.dumps(saved["prompt"][name]["system"]) in md
     for r in ("hyper-es+prompt", "hyper-es"):
@@ -383,3 +383,5 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
     assert view.prompt_key.to_json() == saved["genes"][name]
     assert {t.name: t for t in seen["es"]}[name].__dict__.get("prompt_key") is None  # es: the tasks' own prompt
     assert len(rows["es+prompt"]["results"][name]) > 0 and "pass@1" in rows["es+prompt"]["results"][name]
+    assert report["prompts"] == {"es+prompt": saved}
+    assert "## The co-evolved prompt (es+prompt)" in (tmp_path / "run/report.md").read_text()
