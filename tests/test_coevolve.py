@@ -279,6 +279,7 @@ def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searche
     _, name = _search_recipe(tmp_path)
     space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "max_shots": 2}
     recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "weights": "fixed"})
+    recipe.search.rescore_top = 2
     result = search(recipe, tmp_path / "run", backend="hf")
     ck = json.loads((tmp_path / "run/search/checkpoint.json").read_text())
     x0 = ck["config"]["x0"]
@@ -287,6 +288,7 @@ def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searche
     assert all(x == x0 for gen in ck["candidates"] for x in gen)
     log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
     assert all({j for js in r["coevolve"]["pairs"] for j in js} == {0, 1, 2} for r in log)  # every prompt met
+    assert [len(r["val"]) for r in log] == [1] * 4  # the searched run's 2 × 2 validation re-scores, over 4
     _, x = hx.Genome.from_json(tmp_path / "run/search/best.json")
     assert np.allclose(x, x0)
     assert search(recipe, tmp_path / "run", backend="hf")["prompt"] == result["prompt"]  # resumed: the same

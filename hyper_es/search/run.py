@@ -86,11 +86,13 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         scan = scale_scan(fit, genome, x0, s.scale_scan, out) if s.scale_scan else None
         if scan:
             x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
-        budget = Budget(s.max_generations, s.max_evals, s.wall_clock_s)
+        budget, rescore_top = Budget(s.max_generations, s.max_evals, s.wall_clock_s), s.rescore_top
         if recipe.coevolve and recipe.coevolve.weights == "fixed":  # prompt-only: x0 throughout, as many scorings
             c, popsize = recipe.coevolve, s.popsize or cma_popsize(genome.size)
             vectors = math.ceil(c.population / min(c.pairs, c.population))  # every prompt met once a generation
             budget.max_generations = math.ceil(popsize * s.max_generations / vectors)
+            # as many validation re-scores in all as the search makes: fewer per (more, smaller) generation
+            rescore_top = max(1, round(s.rescore_top * s.max_generations / budget.max_generations))
             driver = FixedWeights(x0, vectors=vectors, budget=budget, out=out, seed=s.seed)
         else:
             driver = CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed, budget=budget,
@@ -113,7 +115,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
             """The generation's record beyond fitness: the top candidates re-scored on validation (and the tokens
             that took), the time split, reward errors and the installed update's fidelity."""
             fitness = [sc.reward for sc in scores]
-            top = np.argsort(fitness)[::-1][: s.rescore_top]
+            top = np.argsort(fitness)[::-1][:rescore_top]
             before = val_tokens[0]
             if co is None:
                 vals = [{"fitness": fitness[i], "val": on_val(candidates[i]).reward, "x": candidates[i].tolist()}
