@@ -162,6 +162,7 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     from hyper_es.pipeline import run
 
     f = folders(args.root, seed, lr)
+    run_main(args, seed, lr)  # the stage builds on the main run (on a new machine: retrained, then taken back)
     link_shared(f["main"], f["difficulty"], baseline=True)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, overrides=DIFFICULTY,
                      suffix="-difficulty")
@@ -180,7 +181,7 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
     the same start, its tokens charged again to each arm)."""
     from hyper_es.pipeline import run
 
-    main, out = folders(args.root, seed, lr)["main"], []
+    main, out = run_main(args, seed, lr), []  # on a new machine: retrained, then taken back
     for arm, weights in ARMS.items():
         folder = main.with_name(f"{main.name}-coevolve-{arm}")
         if not (folder / "directions").is_dir():
@@ -232,6 +233,7 @@ def run_equal(args, seed: int, lr: float) -> Path:
     from hyper_es.recipe import load_recipe
 
     f = folders(args.root, seed, lr)
+    run_main(args, seed, lr)  # the stage builds on the main run (on a new machine: retrained, then taken back)
     plan_path = f["equal"] / "equal_compute.json"
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
@@ -263,11 +265,20 @@ def copy_artefacts(run_dir: Path, dest: Path) -> None:
 
 
 def chosen_lr(args, seed: int) -> float:
+    mine, saved = args.root / f"seed{seed}" / "lr_grid.json", args.results / f"seed{seed}" / "lr_grid.json"
+    if not mine.is_file() and saved.is_file():  # a new machine: the committed grid, not a retrained one
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(saved, mine)
     grid = tune(args.recipe, args.root, seed, args.lrs, args.max_lrs)  # a finished grid is read back
-    path = args.results / f"seed{seed}" / "lr_grid.json"
-    kept = {k: v for k, v in read_json(path, "").items() if k not in grid} if path.is_file() else {}  # a note
-    write_json_atomic(path, {**grid, **kept})
+    save_grid(grid, saved)
     return grid["chosen"]
+
+
+def save_grid(grid: dict, path: Path) -> None:
+    """The grid (finished or not) to the results, keeping what else the committed file holds (a note)."""
+    kept = {k: v for k, v in read_json(path, "").items() if k not in grid} if path.is_file() else {}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {**grid, **kept})
 
 
 def run_stages(args) -> None:
@@ -296,7 +307,10 @@ def save(args) -> None:
     """Copy what every stage folder holds now (a stage still running included) to --results, to commit."""
     for seed in args.seeds:
         grid = args.root / f"seed{seed}" / "lr_grid.json"
-        if not grid.is_file() or read_json(grid, "").get("chosen") is None:
+        if not grid.is_file():
+            continue
+        save_grid(read_json(grid, ""), args.results / f"seed{seed}" / "lr_grid.json")  # a grid still growing too
+        if read_json(grid, "").get("chosen") is None:
             continue
         main = folders(args.root, seed, read_json(grid, "")["chosen"])["main"]
         for folder in sorted(p for p in main.parent.glob(f"{main.name}*") if p.is_dir()):
