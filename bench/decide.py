@@ -62,6 +62,7 @@ COEVOLVE_GENES = {
     "formats": ["Reply with the final answer only.", "Keep the reasoning short."],
     "max_shots": 3}
 ARMS = {"prompt": "fixed", "both": "search"}  # arm -> coevolve.weights (the parameter-only arm is the main run)
+EQUAL_CHECKPOINT_EVERY = 15  # TRL checkpoints of the long equal-compute run (a kill loses at most these steps)
 EQUAL_CANDIDATES = 9  # snapshots of the equal-compute run, as many as the baseline's (27 steps, every 3)
 
 
@@ -227,31 +228,48 @@ def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None, bu
             "snapshot_every": every, "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps < equal}
 
 
-def run_equal(args, seed: int, lr: float) -> Path:
-    from hyper_es.directions.collect import collect
-    from hyper_es.pipeline import evaluate_and_report
+def equal_recipe(args, seed: int, lr: float):
+    """(the equal-compute run's recipe, its folder): planned once (equal_compute.json) from the main run's report,
+    this machine's or the committed one (so its training can start before the main run is rebuilt here)."""
     from hyper_es.recipe import load_recipe
 
     f = folders(args.root, seed, lr)
-    run_main(args, seed, lr)  # the stage builds on the main run (on a new machine: retrained, then taken back)
     plan_path = f["equal"] / "equal_compute.json"
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
-        plan = equal_plan(f["main"], load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps,
+        main = f["main"] if (f["main"] / "report.json").is_file() else args.results / f"seed{seed}" / "main"
+        plan = equal_plan(main, load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps,
                           args.equal_budget)
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal", overrides={
         "gradient.directions_from": "jobs", "gradient.baseline_steps": plan["steps"],
-        "gradient.baseline_snapshot_every": plan["snapshot_every"], "gradient.checkpoint_every": plan["snapshot_every"],
-        "search.scale_scan": None})
-    link_shared(f["main"], f["equal"], baseline=False)  # the base's records (no training shared)
-    collect(recipe, f["equal"], baseline=True, directions=False)
-    restore(args.results / f"seed{seed}" / "equal", f["equal"])
-    evaluate_and_report(recipe, f["equal"], None)
-    return f["equal"]
+        "gradient.baseline_snapshot_every": plan["snapshot_every"],
+        "gradient.checkpoint_every": min(plan["snapshot_every"], EQUAL_CHECKPOINT_EVERY), "search.scale_scan": None})
+    return recipe, f["equal"]
+
+
+def train_equal(args, seed: int, lr: float) -> Path:
+    """The equal-compute run's GRPO training alone (no engine: it can run beside another stage's engine)."""
+    from hyper_es.directions.collect import collect
+
+    recipe, folder = equal_recipe(args, seed, lr)
+    collect(recipe, folder, baseline=True, directions=False)
+    return folder
+
+
+def run_equal(args, seed: int, lr: float) -> Path:
+    from hyper_es.pipeline import evaluate_and_report
+
+    main = run_main(args, seed, lr)  # the stage builds on the main run (on a new machine: retrained, then taken back)
+    folder = train_equal(args, seed, lr)
+    recipe, _ = equal_recipe(args, seed, lr)
+    link_shared(main, folder, baseline=False)  # the base's records (no training shared)
+    restore(args.results / f"seed{seed}" / "equal", folder)
+    evaluate_and_report(recipe, folder, None)
+    return folder
 
 
 def copy_artefacts(run_dir: Path, dest: Path) -> None:
@@ -279,6 +297,14 @@ def save_grid(grid: dict, path: Path) -> None:
     kept = {k: v for k, v in read_json(path, "").items() if k not in grid} if path.is_file() else {}
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {**grid, **kept})
+
+
+def train_only(args) -> None:
+    """--train-only: the equal-compute runs' GRPO training alone, no engine, for a spare core beside another
+    stage's engine (e.g. `--train-only --seeds 0` while `--seeds 1 --stages main` runs)."""
+    for seed in args.seeds:
+        lr = read_json(args.results / f"seed{seed}" / "lr_grid.json", "run that seed's grid first")["chosen"]
+        logger.info("seed %d: equal-compute training done in %s", seed, train_equal(args, seed, lr))
 
 
 def run_stages(args) -> None:
@@ -342,6 +368,8 @@ def main() -> None:
     p.add_argument("--equal-max-steps", type=int, help="cap grpo-equal-compute's steps (recorded: then it is not "
                    "equal compute); default: no cap")
     p.add_argument("--summary-only", action="store_true")
+    p.add_argument("--train-only", action="store_true", help="only the equal-compute runs' GRPO training (no "
+                   "engine: it can share the machine with another stage's run)")
     p.add_argument("--save", action="store_true", help="only copy every stage folder's artefacts now (to commit "
                    "before a session ends; a new machine takes them back after retraining the jobs)")
     args = p.parse_args()
@@ -350,6 +378,8 @@ def main() -> None:
     setup_logging()
     if args.save:
         return save(args) if args.root else p.error("--save needs --root")
+    if args.train_only:
+        return train_only(args) if args.root else p.error("--train-only needs --root")
     if not args.summary_only:
         if args.root is None:
             p.error("--root is required unless --summary-only")

@@ -133,3 +133,28 @@ def test_decide_coevolve_arms_render_the_generic_genes_and_name_their_stages(tmp
     main = tmp_path / "seed1-lr6.25e-05"
     assert decide.stage_name(main, main) == "main"
     assert decide.stage_name(main, tmp_path / "seed1-lr6.25e-05-coevolve-prompt") == "coevolve-prompt"
+
+
+def test_the_equal_compute_run_plans_from_the_committed_main_run_and_checkpoints_often(tmp_path):
+    """--train-only can start grpo-equal-compute before the main run is rebuilt on this machine: the plan comes from
+    the committed report and manifest; the long run keeps a TRL checkpoint every few steps."""
+    import json
+    from types import SimpleNamespace
+
+    import decide
+
+    saved = tmp_path / "results" / "seed0" / "main"
+    (saved / "directions" / "baseline").mkdir(parents=True)
+    (saved / "directions" / "baseline" / "manifest.json").write_text(json.dumps({
+        "name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 27, "completions": 432,
+        "tokens": 2700, "reward_curve": [], "wall_seconds": 54.0}))
+    (saved / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000, "wall_s": 300.0}]}))
+    args = SimpleNamespace(recipe=Path(__file__).resolve().parents[1] / "recipes/smollm2-135m.yaml",
+                           root=tmp_path / "root", results=tmp_path / "results", pass_k_limit=200,
+                           equal_max_steps=None, equal_budget="tokens")
+    recipe, folder = decide.equal_recipe(args, 0, 5e-4)
+    assert folder == tmp_path / "root" / "seed0-lr0.0005-equal"
+    assert json.loads((folder / "equal_compute.json").read_text())["steps"] == 900  # 90,000 tokens at 100 a step
+    g = recipe.gradient
+    assert (g.baseline_steps, g.baseline_snapshot_every, g.checkpoint_every) == (900, 100, 15)
+    assert (g.learning_rate, g.seed, recipe.search.seed) == (5e-4, 0, 0)
