@@ -18,10 +18,12 @@ Per seed N (gradient.seed = search.seed = N), every stage in its own run folder 
 3. difficulty: Hyper-ES with the paper's directions: K GRPO-LoRA jobs, each on one bin of the train rows by the
    base pass rate (vary: difficulty, seed), at the same lr, K × steps = the main run's direction steps. The
    baseline and the rows it shares with the main run are hard links to the main run's (same weights and records).
-4. equal: `grpo-equal-compute`: the baseline alone at the same lr and seed, trained until its generated tokens
-   reach the main Hyper-ES row's total (train + search + select tokens), or with --equal-budget seconds until its
-   wall time reaches the row's (what is recorded in equal_compute.json), with as many snapshots as the baseline
-   has; its best candidate by validation is the row. It checkpoints every snapshot, so it resumes across kills.
+4. coevolve: issue 22's arms (prompt-only, prompts and coefficients co-evolved) on the main run's directions.
+5. equal: `grpo-equal-compute`: the baseline at the same lr, seed, steps and snapshots, each step accumulating as
+   many batches as it takes for its generated tokens to reach the main Hyper-ES row's total (train + search +
+   select tokens), or with --equal-budget seconds its wall time (recorded in equal_compute.json); its best
+   candidate by validation is the row. It checkpoints every step, so it resumes across kills; --train-only runs
+   its training alone (no engine), beside another stage.
 Artefacts (no weights) go to --results/seed<N>/<stage>/; summary.json / summary.md / the figures pair every
 Hyper-ES row with every control per seed and pooled over seeds (problems resampled within seed × task), with the
 seed-level mean and range beside the pooled CI, and check the goal.
@@ -62,8 +64,6 @@ COEVOLVE_GENES = {
     "formats": ["Reply with the final answer only.", "Keep the reasoning short."],
     "max_shots": 3}
 ARMS = {"prompt": "fixed", "both": "search"}  # arm -> coevolve.weights (the parameter-only arm is the main run)
-EQUAL_CHECKPOINT_EVERY = 15  # TRL checkpoints of the long equal-compute run (a kill loses at most these steps)
-EQUAL_CANDIDATES = 9  # snapshots of the equal-compute run, as many as the baseline's (27 steps, every 3)
 
 
 def folders(root: Path, seed: int, lr: float) -> dict[str, Path]:
@@ -210,22 +210,26 @@ def load_recipe_tasks(path: Path) -> list[str]:
     return recipe.search.tasks or recipe.training_task_names()
 
 
-def equal_plan(main: Path, baseline_every: int, max_steps: int | None = None, budget: str = "tokens") -> dict:
-    """Steps for the baseline to match the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens")
-    or its total wall time ("seconds"), at the baseline's own tokens and seconds per step; at most `max_steps`.
-    Below the token-equal steps, the control has less than Hyper-ES's tokens (`capped`), and the plan says so."""
+def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, budget: str = "tokens") -> dict:
+    """How the baseline gets the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens") or its total
+    wall time ("seconds"), at the baseline's own tokens and seconds per batch. The extra compute goes into each step
+    (accumulated batches: more completions per step), not into more steps: the baseline's steps, lr and snapshots
+    are the tuned ones, and its best snapshot by validation (an early stop) stays as fine-grained. Batches are rounded
+    up, so the control gets at least the budget; at most `max_batches` (then it is `capped`, and the plan says so)."""
     from hyper_es.directions.manifest import read_manifest
 
     report = read_json(main / "report.json", "re-run the main stage")
     row = next(r for r in report["rows"] if r["name"] == "hyper-es")
     job = read_manifest(main / "directions" / "baseline")
-    per_step, per_step_s = job["tokens"] / job["optimizer_steps"], job["wall_seconds"] / job["optimizer_steps"]
-    equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)
-    steps = min(equal if budget == "tokens" else equal_s, max_steps or equal)
-    every = max(baseline_every, round(steps / EQUAL_CANDIDATES))
+    steps = job["optimizer_steps"]
+    per_step, per_step_s = job["tokens"] / steps, job["wall_seconds"] / steps
+    equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)  # batches
+    batches = min(equal if budget == "tokens" else equal_s, max_batches or equal)
+    accumulation = max(1, math.ceil(batches / steps))
     return {"budget": budget, "budget_tokens": row["tokens"], "budget_s": row["wall_s"],
             "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
-            "snapshot_every": every, "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps < equal}
+            "accumulation": accumulation, "batches": steps * accumulation, "snapshot_every": baseline_every,
+            "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps * accumulation < equal}
 
 
 def equal_recipe(args, seed: int, lr: float):
@@ -239,15 +243,15 @@ def equal_recipe(args, seed: int, lr: float):
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
         main = f["main"] if (f["main"] / "report.json").is_file() else args.results / f"seed{seed}" / "main"
-        plan = equal_plan(main, load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_steps,
+        plan = equal_plan(main, load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_batches,
                           args.equal_budget)
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal", overrides={
         "gradient.directions_from": "jobs", "gradient.baseline_steps": plan["steps"],
-        "gradient.baseline_snapshot_every": plan["snapshot_every"],
-        "gradient.checkpoint_every": min(plan["snapshot_every"], EQUAL_CHECKPOINT_EVERY), "search.scale_scan": None})
+        "gradient.accumulation_steps": plan["accumulation"], "gradient.baseline_snapshot_every": plan["snapshot_every"],
+        "gradient.checkpoint_every": 1, "search.scale_scan": None})  # a step is long: a checkpoint after each
     return recipe, f["equal"]
 
 
@@ -365,8 +369,8 @@ def main() -> None:
     p.add_argument("--pass-k-limit", type=int, default=200)
     p.add_argument("--equal-budget", choices=("tokens", "seconds"), default="tokens",
                    help="grpo-equal-compute matches Hyper-ES's generated tokens (default) or its wall time")
-    p.add_argument("--equal-max-steps", type=int, help="cap grpo-equal-compute's steps (recorded: then it is not "
-                   "equal compute); default: no cap")
+    p.add_argument("--equal-max-batches", type=int, help="cap grpo-equal-compute's batches (its steps × "
+                   "accumulated batches; recorded: then it is not equal compute); default: no cap")
     p.add_argument("--summary-only", action="store_true")
     p.add_argument("--train-only", action="store_true", help="only the equal-compute runs' GRPO training (no "
                    "engine: it can share the machine with another stage's run)")

@@ -194,13 +194,14 @@ def markdown(summary: dict, results: Path) -> str:
     for seed, e in summary["seeds"].items():
         plan = e.get("equal_compute")
         if plan:
-            wall = (f"; Hyper-ES's {plan['budget_s']:,.0f} s of wall time are {plan['equal_wall_steps']} steps at "
-                    f"{plan['baseline_s_per_step']:.0f} s a step") if "budget_s" in plan else ""
-            lines.append(f"\nSeed {seed}: grpo-equal-compute trained {plan['steps']} steps (budget: "
+            wall = (f"; Hyper-ES's {plan['budget_s']:,.0f} s of wall time are {plan['equal_wall_steps']} batches at "
+                    f"{plan['baseline_s_per_step']:.0f} s a batch") if "budget_s" in plan else ""
+            lines.append(f"\nSeed {seed}: grpo-equal-compute trained {plan['steps']} steps of "
+                         f"{plan.get('accumulation', 1)} accumulated batches each (budget: "
                          f"{plan.get('budget', 'tokens')}). Hyper-ES's {plan['budget_tokens']:,} generated tokens are "
-                         f"{plan['equal_steps']} steps at the baseline's {plan['baseline_tokens_per_step']:.0f} "
-                         f"tokens a step{wall}"
-                         + ("; **fewer steps than equal tokens, so less than equal token compute**"
+                         f"{plan['equal_steps']} batches at the baseline's {plan['baseline_tokens_per_step']:.0f} "
+                         f"tokens a batch{wall}"
+                         + ("; **fewer batches than equal tokens, so less than equal token compute**"
                             if plan["capped"] else "") + ".")
     lines += ["", "Differences, greedy, points, paired bootstrap 95% CI (trained tasks pooled; per seed, then pooled "
               "over seeds with the seed-level mean [min, max]):", "",

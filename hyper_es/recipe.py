@@ -175,6 +175,9 @@ class GradientConfig(Strict):
     steps: PosInt = 20
     learning_rate: Annotated[float, Field(gt=0)] = 1e-4
     batch_size: PosInt = 8
+    accumulation_steps: PosInt = Field(
+        1, description="batches per optimizer step (TRL's gradient_accumulation_steps): a step sees batch_size × N "
+        "completions, generated together")
     num_generations: Annotated[int, Field(ge=2)] = 4
     max_completion_length: PosInt = 64
     temperature: Annotated[float, Field(gt=0)] = 1.0

@@ -45,13 +45,13 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
     assert os.path.samefile(f["difficulty"] / "directions/baseline/manifest.json",
                             main / "directions/baseline/manifest.json")
     assert (f["difficulty"] / "eval/val/scaled@0.5.json").is_file()
-    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step; 300 s at 2 s per step
+    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step: 900 batches; 300 s at 2 s per step: 150
     assert plan == {"budget": "tokens", "budget_tokens": 90_000, "budget_s": 300.0, "baseline_tokens_per_step": 100.0,
-                    "baseline_s_per_step": 2.0, "steps": 900, "snapshot_every": 100, "equal_steps": 900,
-                    "equal_wall_steps": 150, "capped": False}
-    assert decide.equal_plan(main, 3, 450) == {**plan, "steps": 450, "snapshot_every": 50, "capped": True}
-    assert decide.equal_plan(main, 3, budget="seconds") == {**plan, "budget": "seconds", "steps": 150,
-                                                            "snapshot_every": 17, "capped": True}
+                    "baseline_s_per_step": 2.0, "steps": 27, "accumulation": 34, "batches": 918, "snapshot_every": 3,
+                    "equal_steps": 900, "equal_wall_steps": 150, "capped": False}  # rounded up: at least the budget
+    assert decide.equal_plan(main, 3, 450) == {**plan, "accumulation": 17, "batches": 459, "capped": True}
+    assert decide.equal_plan(main, 3, budget="seconds") == {**plan, "budget": "seconds", "accumulation": 6,
+                                                            "batches": 162, "capped": True}
 
 
 def test_restore_takes_back_the_search_only_when_the_retrained_jobs_match(tmp_path):
@@ -137,7 +137,7 @@ def test_decide_coevolve_arms_render_the_generic_genes_and_name_their_stages(tmp
 
 def test_the_equal_compute_run_plans_from_the_committed_main_run_and_checkpoints_often(tmp_path):
     """--train-only can start grpo-equal-compute before the main run is rebuilt on this machine: the plan comes from
-    the committed report and manifest; the long run keeps a TRL checkpoint every few steps."""
+    the committed report and manifest; the baseline's steps and snapshots, more batches a step, a checkpoint a step."""
     import json
     from types import SimpleNamespace
 
@@ -151,10 +151,10 @@ def test_the_equal_compute_run_plans_from_the_committed_main_run_and_checkpoints
     (saved / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000, "wall_s": 300.0}]}))
     args = SimpleNamespace(recipe=Path(__file__).resolve().parents[1] / "recipes/smollm2-135m.yaml",
                            root=tmp_path / "root", results=tmp_path / "results", pass_k_limit=200,
-                           equal_max_steps=None, equal_budget="tokens")
+                           equal_max_batches=None, equal_budget="tokens")
     recipe, folder = decide.equal_recipe(args, 0, 5e-4)
     assert folder == tmp_path / "root" / "seed0-lr0.0005-equal"
-    assert json.loads((folder / "equal_compute.json").read_text())["steps"] == 900  # 90,000 tokens at 100 a step
+    assert json.loads((folder / "equal_compute.json").read_text())["batches"] == 918  # 90,000 tokens at 100 a batch
     g = recipe.gradient
-    assert (g.baseline_steps, g.baseline_snapshot_every, g.checkpoint_every) == (900, 100, 15)
+    assert (g.baseline_steps, g.accumulation_steps, g.baseline_snapshot_every, g.checkpoint_every) == (27, 34, 3, 1)
     assert (g.learning_rate, g.seed, recipe.search.seed) == (5e-4, 0, 0)

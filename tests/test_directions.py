@@ -308,3 +308,13 @@ def test_a_checkpoint_cut_short_while_saving_is_skipped(tmp_path):
     assert last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-10")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-5"]
     assert last_checkpoint(tmp_path / "none") is None
+
+
+def test_accumulation_steps_make_each_optimizer_step_see_more_completions(tmp_path):
+    """gradient.accumulation_steps: TRL accumulates N batches per optimizer step; the manifest counts every
+    completion generated (steps × batch × N) and every generated token, step by step."""
+    recipe = hx.load_recipe(write_recipe(tmp_path, directions=1, steps=2, accumulation_steps=3))
+    (job,) = collect(recipe, tmp_path / "run")
+    m = json.loads((job / "manifest.json").read_text())
+    assert m["optimizer_steps"] == 2 and m["completions"] == 2 * 4 * 3 and m["grpo"]["accumulation_steps"] == 3
+    assert [s for s, _ in m["token_curve"]] == [1, 2] and 0 < m["token_curve"][0][1] < m["tokens"] <= 24 * 16

@@ -150,7 +150,8 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
                            "weight updates. Set use_vllm: false on CPU.")
     return GRPOConfig(
         output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
-        per_device_train_batch_size=g.batch_size, num_generations=g.num_generations,
+        per_device_train_batch_size=g.batch_size, gradient_accumulation_steps=g.accumulation_steps,
+        num_generations=g.num_generations,
         max_completion_length=g.max_completion_length, temperature=g.temperature, beta=g.beta,
         loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,
         logging_steps=1, report_to="none", disable_tqdm=True,
