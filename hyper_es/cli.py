@@ -280,9 +280,12 @@ def export(
     out: Annotated[Path, typer.Option(help="output folder (hf, peft) or YAML file (mergekit)")],
     genome: Annotated[Optional[Path], typer.Option(help="genome JSON with values (default: RUN/search/best.json)")] = None,
     weights: Annotated[Optional[str], typer.Option(help="one global weight per direction: name=w,name=w")] = None,
+    row: Annotated[Optional[str], typer.Option(help="a row of the run's report instead (es, scaled, baseline@15, "
+                                                    "hyper-es+prompt, ...): hf or peft")] = None,
     rank: Annotated[int, typer.Option(help="LoRA rank for --format peft")] = 16,
 ) -> None:
-    """Export a merge of RUN's directions: an HF folder, a mergekit YAML, or a PEFT LoRA adapter (SVD)."""
+    """Export a merge of RUN's directions, or one of its report's rows: an HF folder, a mergekit YAML, or a PEFT
+    LoRA adapter (SVD)."""
     from hyper_es import export as ex
     from hyper_es.directions import DirectionSet
     from hyper_es.merging import Genome, global_weights, recipe_genome
@@ -290,6 +293,14 @@ def export(
 
     if format not in ("hf", "mergekit", "peft"):
         _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
+    if row is not None:
+        if genome or weights:
+            _fail("--row: exports that row's weights; it takes no --genome or --weights")
+        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank)
+        if errors:
+            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+        typer.echo(f"wrote {out}" + (f" and {prompt} (the co-evolved prompt the row was scored with)" if prompt else ""))
+        return
     ds = DirectionSet.from_run(run)
     _, settings = recipe_genome(load_recipe(run / "recipe.yaml"), ds)
     if weights:
@@ -315,7 +326,7 @@ def export(
         errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
         typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
     typer.echo(f"wrote {out}")
-    prompt = ex.export_prompt(run, out) if genome is None and not weights else None  # the searched genome's prompt
+    prompt = ex.export_prompt(run / "search", out) if genome is None and not weights else None  # its co-evolved one
     if prompt:
         typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")
 

@@ -19,16 +19,21 @@ logger = logging.getLogger(__name__)
 
 def export_hf(ds, genome: Genome, x, settings: MergeSettings, out: str | Path) -> Path:
     """save_pretrained folder of the merged model, tokenizer included."""
+    return _save_hf(ds.base_path, MergePlan(ds, genome, settings, prepare=False).deltas(x), out)
+
+
+def _save_hf(base_path, deltas, out: str | Path) -> Path:
+    """The base model plus each (tensor, ΔW) of `deltas`, as a save_pretrained folder with the tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = Path(out)
-    model = AutoModelForCausalLM.from_pretrained(ds.base_path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch.float32)
     state = model.state_dict()
     with torch.no_grad():
-        for t, delta in MergePlan(ds, genome, settings, prepare=False).deltas(x):
+        for t, delta in deltas:
             state[t].add_(delta.to(state[t].dtype))
     model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(ds.base_path).save_pretrained(out)
+    AutoTokenizer.from_pretrained(base_path).save_pretrained(out)
     return out
 
 
@@ -93,12 +98,17 @@ def export_mergekit(ds, genome: Genome, x, settings: MergeSettings, out: str | P
 
 def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path, rank: int = 16) -> dict:
     """The merged update as a LoRA adapter of `rank` (truncated SVD per module). Returns relative errors."""
+    return _save_peft(ds.base_path, MergePlan(ds, genome, settings, prepare=False).deltas(x), out, rank)
+
+
+def _save_peft(base_path, deltas, out: str | Path, rank: int) -> dict:
+    """Each (tensor, ΔW) of `deltas` as a LoRA pair of `rank` (truncated SVD); returns the relative errors."""
     from safetensors.torch import save_file
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tensors, errors, targets = {}, {}, set()
-    for t, delta in MergePlan(ds, genome, settings, prepare=False).deltas(x):
+    for t, delta in deltas:
         if delta.dim() != 2 or not t.endswith(".weight"):
             raise HyperESError(f"tensor '{t}' is not a 2-D weight; a LoRA adapter cannot hold it")
         u, s, vh = torch.linalg.svd(delta.double(), full_matrices=False)
@@ -113,7 +123,7 @@ def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path,
     save_file(tensors, str(out / "adapter_model.safetensors"))
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank,  # scale 1
               "target_modules": sorted(targets), "lora_dropout": 0.0, "bias": "none", "use_rslora": False,
-              "base_model_name_or_path": str(ds.base_path), "fan_in_fan_out": False, "use_dora": False}
+              "base_model_name_or_path": str(base_path), "fan_in_fan_out": False, "use_dora": False}
     (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
     (out / "svd_errors.json").write_text(json.dumps(errors, indent=1))
     worst = max(errors.values(), default=0.0)
@@ -122,23 +132,51 @@ def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path,
     return errors
 
 
-def export_prompt(run: str | Path, out: str | Path) -> Path | None:
-    """A co-evolved prompt (RUN/search/prompt.json) for serving beside an export: `prompt.json` in the folder `out`
-    (hf, peft), or beside the file `out` (mergekit). Per task, the system turn, the filled few-shot turns and the
-    template; `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was scored. None:
-    the run co-evolved no prompt."""
+def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, rank: int = 16) -> tuple:
+    """One row of the run's report, as it was evaluated: base + its ΔW (`rows.row_update`) as an HF folder or a
+    PEFT adapter, and, for a `<row>+prompt` row, its co-evolved prompt beside it. Returns (the SVD errors or None,
+    the prompt file or None)."""
+    from hyper_es import models
+    from hyper_es.rows import kind_of, row_update
+
+    if format not in ("hf", "peft"):
+        raise HyperESError(f"a row exports as hf or peft, not {format} (mergekit: export the search's genome, or "
+                           f"--weights for a direction or the baseline)")
+    run = Path(run)
+    base = models.resolve(recipe.model.name, revision=recipe.model.revision)
+    deltas = row_update(run, row.removesuffix("+prompt"), recipe).items()
+    errors = None
+    if format == "peft":
+        errors = _save_peft(base, deltas, out, rank)
+    else:
+        _save_hf(base, deltas, out)
+    if not row.endswith("+prompt"):
+        return errors, None
+    folder = run / ("es" if kind_of(row).name == "es" else "search")
+    prompt = export_prompt(folder, out)
+    if prompt is None:
+        raise HyperESError(f"{folder / 'prompt.json'}: row '{row}' has no co-evolved prompt there")
+    return errors, prompt
+
+
+def export_prompt(folder: str | Path, out: str | Path) -> Path | None:
+    """A co-evolved prompt (FOLDER/prompt.json: RUN/search or RUN/es) for serving beside an export: `prompt.json` in
+    the folder `out` (hf, peft), or beside the file `out` (mergekit). Per task, the system turn, the filled few-shot
+    turns and the template; `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was
+    scored. None: that stage co-evolved no prompt."""
     from hyper_es.io import read_json, write_json_atomic
     from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
-    run, out = Path(run), Path(out)
-    saved = run / "search" / PROMPT_FILE
+    folder, out = Path(folder), Path(out)
+    saved = folder / PROMPT_FILE
     if not saved.is_file():
         return None
-    exported = read_json(saved, "re-run the search to write it again").get("exported")
+    data = read_json(saved, f"re-run the {folder.name} stage to write it again")
+    exported = data.get("exported")
     if not isinstance(exported, dict) or not all(
             isinstance(v, dict) and {"system", "shots", "template", "chat"} <= set(v) for v in exported.values()):
         raise HyperESError(f"{saved}: exported: expected per task an object with system, shots, template and chat "
                            f"(a prompt whose examples are drawn per row cannot be exported)")
     path = out / "prompt.json" if out.is_dir() else out.with_name(out.stem + ".prompt.json")
-    write_json_atomic(path, {"tasks": exported, "from": "search/prompt.json", "genes": read_json(saved, "")["genes"]})
+    write_json_atomic(path, {"tasks": exported, "from": f"{folder.name}/{PROMPT_FILE}", "genes": data.get("genes")})
     return path

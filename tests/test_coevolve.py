@@ -166,7 +166,7 @@ def test_a_coevolution_search_records_and_resumes_its_prompts(tmp_path):
     from hyper_es.tasks.prompt_genome import Prompt, PromptGenome, render_exported
 
     (tmp_path / "export").mkdir()
-    path = export_prompt(tmp_path / "run", tmp_path / "export")
+    path = export_prompt(tmp_path / "run" / "search", tmp_path / "export")
     exported = json.loads(path.read_text())["tasks"][name]
     task = Task(recipe.task(name), recipe.base_dir)
     genome = PromptGenome(task, recipe.coevolve.tasks[name])
@@ -251,7 +251,7 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
     assert {k: rows["hyper-es+prompt"][k] for k in keys} == {k: rows["hyper-es"][k] for k in keys}
     saved = json.loads((tmp_path / "run/search/prompt.json").read_text())
     (tmp_path / "export").mkdir()
-    exported = json.loads(export_prompt(tmp_path / "run", tmp_path / "export").read_text())["tasks"][name]
+    exported = json.loads(export_prompt(tmp_path / "run" / "search", tmp_path / "export").read_text())["tasks"][name]
     tok = models.load(recipe.model.name)[1]
     own = {t.name: t for t in seen["hyper-es"]}[name]
     with_prompt = {t.name: t for t in seen["hyper-es+prompt"]}[name]
@@ -387,3 +387,15 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
     assert len(rows["es+prompt"]["results"][name]) > 0 and "pass@1" in rows["es+prompt"]["results"][name]
     assert report["prompts"] == {"es+prompt": saved}
     assert "## The co-evolved prompt (es+prompt)" in (tmp_path / "run/report.md").read_text()
+    # exporting that row serves its prompt beside its weights; the es row alone has none
+    from typer.testing import CliRunner
+
+    from hyper_es.cli import app
+
+    for row, folder in (("es+prompt", "with"), ("es", "without")):
+        out = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--format", "peft", "--out",
+                                       str(tmp_path / folder), "--row", row])
+        assert out.exit_code == 0, out.output
+    written = json.loads((tmp_path / "with" / "prompt.json").read_text())
+    assert written["tasks"] == saved["exported"] and written["from"] == "es/prompt.json"
+    assert not (tmp_path / "without" / "prompt.json").exists()

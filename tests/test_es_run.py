@@ -270,6 +270,22 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     start, final = (json.loads((tmp_path / "run" / "es" / f).read_text()) for f in ("start.json", "final.json"))
     assert row["select_tokens"] == result["val_tokens"] == start["tokens"] + final["tokens"] > 0  # the guard's
     assert "es" in report["paired"]["vs"]["baseline"]
+    # `hyper-es export RUN --row es` serves exactly the evaluated weights: base + the replayed update
+    from transformers import AutoModelForCausalLM
+    from typer.testing import CliRunner
+
+    from hyper_es.cli import app
+
+    out = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--format", "hf", "--out", str(tmp_path / "es-hf"),
+                                   "--row", "es"])
+    assert out.exit_code == 0, out.output
+    got = AutoModelForCausalLM.from_pretrained(tmp_path / "es-hf").state_dict()
+    base = AutoModelForCausalLM.from_pretrained(models.resolve(recipe.model.name)).state_dict()
+    for n, d in delta.items():
+        torch.testing.assert_close(got[n], base[n] + d, rtol=0, atol=1e-6)
+    bad = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--format", "hf", "--out", str(tmp_path / "x"),
+                                   "--row", "nope"])
+    assert bad.exit_code == 2 and "no adapter for row 'nope'" in bad.output
     from hyper_es.analyze.coverage import analyze_coverage
 
     cov = analyze_coverage([tmp_path / "run"], tmp_path / "cov")

@@ -125,6 +125,20 @@ def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update
             assert torch.allclose(params[t].float(), base[t] + chosen["scale"] * d, atol=1e-6), t
     finally:
         engine.close()
+    # `hyper-es export RUN --row scaled` serves those weights: base + s·ΔW
+    from transformers import AutoModelForCausalLM
+    from typer.testing import CliRunner
+
+    from hyper_es.cli import app
+
+    out = run_dir.parent / "scaled-hf"
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "hf", "--out", str(out), "--row", "scaled"])
+    assert res.exit_code == 0, res.output
+    got = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    for t, d in baseline.items():
+        torch.testing.assert_close(got[t], base[t] + chosen["scale"] * d, rtol=0, atol=1e-6)
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mergekit", "--out", str(out), "--row", "scaled"])
+    assert res.exit_code == 2 and "a row exports as hf or peft" in res.output
 
 
 def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
