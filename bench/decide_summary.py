@@ -274,7 +274,9 @@ def figure(summary: dict, results: Path) -> Path | None:
                 if pts:
                     ax.plot([p[k] for p in pts], [p[2] for p in pts], style, color=f"C{i}", marker=".",
                             label=f"seed {seed} {'baseline' if stage == 'main' else 'grpo-equal-compute'}")
-    titles = [["test, trained tasks: accuracy vs generated tokens", "test: accuracy vs wall seconds"],
+    shapes = {"o": "circle", "s": "square", "D": "diamond", "^": "triangle", "v": "triangle down"}
+    key = ", ".join(f"{shapes[markers[i % 5]]} seed {s}" for i, s in enumerate(summary["seeds"]))
+    titles = [[f"test, trained tasks: accuracy vs generated tokens\n({key})", f"test: accuracy vs wall seconds\n({key})"],
               ["GRPO-LoRA candidates, validation: vs generated tokens", "validation: vs wall seconds"]]
     for r in range(2):
         for c in range(2):
