@@ -15,7 +15,7 @@ import typer
 from hyper_es.errors import HyperESError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
-analyze = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity.")
+analyze = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity, scale fit.")
 app.add_typer(analyze, name="analyze")
 logger = logging.getLogger("hyper_es")
 
@@ -254,6 +254,31 @@ def sparsity_cmd(
             typer.echo(f"{'':<12} {k} − full " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_full"])
                        + "   − base " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_base"]))
     typer.echo(f"figures: {', '.join(result['figures'])}")
+
+
+@command("scale-fit", group=analyze)
+def scale_fit_cmd(
+    run: Annotated[Path, typer.Argument(help="a run folder with its adapters (its recipe.yaml is used)")],
+    out: Annotated[Path, typer.Option(help="folder for scale_fit.json")],
+    rows: Annotated[str, typer.Option(help="rows whose update is fitted: hyper-es, es, baseline@N, dir-k")] = "hyper-es",
+    reference: Annotated[str, typer.Option(help="the row whose update is scaled")] = "baseline",
+    block_size: Annotated[Optional[int], typer.Option(help="layers per block (default: merge.layer_group_size)",
+                                                      min=1)] = None,
+) -> None:
+    """How much of a row's update one constant scale of the reference's explains, overall and per block of layers."""
+    from hyper_es.analyze.scale_fit import analyze_scale_fit
+    from hyper_es.recipe import load_run_recipe
+
+    result = analyze_scale_fit(load_run_recipe(run), run, [r.strip() for r in rows.split(",") if r.strip()],
+                               reference, out, block_size)
+    def num(x, spec=".3f"):  # None where the reference (or the row) is zero
+        return "—" if x is None else format(x, spec)
+
+    for row, r in result["rows"].items():
+        typer.echo(f"{row} = s × {reference} + rest: s {num(r['scale'])}, cosine {num(r['cosine'])}, "
+                   f"unexplained {num(r['unexplained'], '.1%')} of ‖ΔW‖²")
+        for b, f in r["blocks"].items():
+            typer.echo(f"  {b:<10} s {num(f['scale'])}  cosine {num(f['cosine'])}  ‖ΔW‖ {f['norm']:.4g}")
 
 
 @command("search")

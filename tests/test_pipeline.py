@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["gradient"].update(steps=3, baseline_snapshot_every=2)  # baseline: ceil(9 / 0.9) = 10 steps
+    data["gradient"].update(steps=3, baseline_snapshot_every=2, learning_rate=0.01)  # baseline: ceil(9 / 0.9) = 10
+    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: ΔW would be 0
     data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
     data["eval"].update(k=[1, 2], n=2, pass_k_limit=10)
     data["search"].update(scale_scan=[0.5, 1.0, 2.0])  # also the `scaled` control's scales
@@ -105,6 +106,7 @@ def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update
                                    for s in scan) > 0
     baseline, scaled = row_update(run_dir, "baseline", recipe), row_update(run_dir, "scaled", recipe)
     assert all(torch.equal(scaled[t], chosen["scale"] * baseline[t]) for t in baseline)
+    assert sum(float(d.abs().sum()) for d in baseline.values()) > 0  # a real update, so the checks are not 0 == s·0
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["scaled"]["optimizer_steps"] == rows["baseline"]["optimizer_steps"]
     assert rows["scaled"]["train_tokens"] == rows["baseline"]["train_tokens"]
@@ -139,6 +141,15 @@ def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update
         torch.testing.assert_close(got[t], base[t] + chosen["scale"] * d, rtol=0, atol=1e-6)
     res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mergekit", "--out", str(out), "--row", "scaled"])
     assert res.exit_code == 2 and "a row exports as hf or peft" in res.output
+    # `hyper-es analyze scale-fit`: the scaled row is exactly s × the baseline, in every block of layers
+    res = CliRunner().invoke(app, ["analyze", "scale-fit", str(run_dir), "--out", str(run_dir.parent / "fit"),
+                                   "--rows", "scaled,hyper-es"])
+    assert res.exit_code == 0, res.output
+    fitted = json.loads((run_dir.parent / "fit/scale_fit.json").read_text())
+    assert fitted["reference"] == "baseline" and fitted["block_size"] == recipe.merge.layer_group_size
+    for f in [fitted["rows"]["scaled"], *fitted["rows"]["scaled"]["blocks"].values()]:
+        assert f["scale"] == pytest.approx(chosen["scale"]) and f["unexplained"] == pytest.approx(0, abs=1e-9)
+    assert 0 <= fitted["rows"]["hyper-es"]["unexplained"] <= 1
 
 
 def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):

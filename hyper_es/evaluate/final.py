@@ -153,7 +153,9 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
     if row.searched is not None:
         searched, x = row.searched
         named.update(searched.coefficients(x))
-        dens.update(searched.layer_densities(x, density))
+        # keyed as the eval genome's density genes are: per layer group for the paper's genome, else per direction
+        dens.update(searched.layer_densities(x, density) if searched.per_layer_density
+                    else searched.densities(x, density))
     for key in genome.keys:
         if key[1] in row.weights:
             named[key] = row.weights[key[1]] / (lam if row.raw else 1.0)
