@@ -28,11 +28,14 @@ def _recipe(tmp_path, **es):
     return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
 
 
-def _finished_run(tmp_path, *, limit: int, **es):
+def _finished_run(tmp_path, *, limit: int, reward: str | None = None, **es):
     """A whole tiny `hyper-es run` in tmp_path/run (2 one-step directions, one search generation), HF backend."""
     from hyper_es.pipeline import run
 
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    if reward:
+        data["tasks"][0]["reward"] = reward
+        data["search"]["guard"] = False  # ES keeps its iterations, so its update is not zero
     data["gradient"].update(steps=1, directions=2)
     data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
     data["es"].update({"sigma": 0.05, "alpha": 0.02, **es})
@@ -250,7 +253,8 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     from hyper_es.evaluate.final import evaluate_run
     from hyper_es.report import run_report
 
-    recipe = _finished_run(tmp_path, limit=8, population=4, iterations=2, scope="all_linear")
+    recipe = _finished_run(tmp_path, limit=8, reward="dense_reward:length_fraction", population=4, iterations=2,
+                           scope="all_linear")
     engine, tok = _engine(recipe)
     theta0 = {n: w.clone() for n, w in engine.weights().items()}
     result = es_search(recipe, tmp_path / "run", engine, tok)
@@ -258,6 +262,7 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     delta, _ = es_delta(tmp_path / "run", models.resolve(recipe.model.name))
     assert set(delta) == set(theta0)
     kept = result["kept_iterations"]
+    assert kept == 2 and sum(float(d.abs().sum()) for d in delta.values()) > 0  # the checks below are not 0 == 0
     for n, d in delta.items():
         want = engine.weights()[n] - theta0[n] if kept else torch.zeros_like(d)
         torch.testing.assert_close(d, want, rtol=0, atol=1e-6)
