@@ -63,3 +63,25 @@ def test_a_stage_still_evaluating_gives_its_rows_so_far(tmp_path):
     assert part[0]["vs"]["base"]["trained"]["diff"] == pytest.approx(0.6)
     text = "\n".join(ds._partial_markdown(part))
     assert "main stage still evaluating" in text and "| scaled | +10.0 [" in text
+
+
+def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path):
+    """Issue 22's arms: prompt-only is the coevolve-prompt stage's hyper-es+prompt row, coevolution the
+    coevolve-both stage's, and its own-prompt twin that stage's hyper-es row; each is paired per problem."""
+    seed = tmp_path / "seed0"
+    write_stage(seed / "main", {"base": [0] * 10, "baseline": [1] * 3 + [0] * 7, "scaled": [1] * 5 + [0] * 5,
+                                "hyper-es": [1] * 6 + [0] * 4}, best="baseline")
+    write_stage(seed / "coevolve-prompt", {"hyper-es+prompt": [1] * 2 + [0] * 8}, best="baseline")
+    write_stage(seed / "coevolve-both", {"hyper-es": [1] * 5 + [0] * 5, "hyper-es+prompt": [1] * 8 + [0] * 2},
+                best="baseline")
+    s = ds.summarize(tmp_path, [0])
+    rows = s["seeds"][0]["rows"]
+    assert {k: rows[k]["trained"] for k in ("prompt-only", "coevolution", "coevolution-own-prompt")} == \
+        {"prompt-only": 0.2, "coevolution": 0.8, "coevolution-own-prompt": 0.5}
+    vs = {k: v["trained"]["diff"] for k, v in s["seeds"][0]["vs"].items()}
+    assert vs["coevolution - hyper-es"] == pytest.approx(0.2)
+    assert vs["coevolution - prompt-only"] == pytest.approx(0.6)
+    assert vs["prompt-only - hyper-es"] == pytest.approx(-0.4)
+    assert vs["coevolution - coevolution-own-prompt"] == pytest.approx(0.3)
+    assert vs["coevolution - base"] == pytest.approx(0.8) and vs["prompt-only - base"] == pytest.approx(0.2)
+    assert "| coevolution - hyper-es | +20.0 [" in ds.markdown(s, tmp_path)
