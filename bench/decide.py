@@ -49,7 +49,7 @@ logger = logging.getLogger("decide")
 STAGES = ("grid", "main", "difficulty", "coevolve", "equal")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
-        "directions/difficulty.json", "equal_compute.json", "search/prompt.json"]
+        "directions/difficulty.json", "equal_compute.json", "search/prompt.json", "scale_fit.json"]
 RESTORED = ("search", "eval", "directions/difficulty.json")  # what a new machine takes back from the artefacts
 SAME_JOB = ("optimizer_steps", "seen_tokens", "token_curve", "reward_curve")
 SHARED_ROWS = ("base", "baseline", "baseline@*", "scaled", "scaled@*")  # the same weights in every folder of a seed
@@ -154,7 +154,17 @@ def run_main(args, seed: int, lr: float) -> Path:
     restore(args.results / f"seed{seed}" / "main", run_dir)
     share_base(args.results, run_dir)
     run(recipe, run_dir)
+    scale_fit(recipe, run_dir)
     return run_dir
+
+
+def scale_fit(recipe, run_dir: Path) -> None:
+    """How much of the Hyper-ES update one scale of the final GRPO update explains (`hyper-es analyze scale-fit`):
+    the ablation that says whether the layer-wise search found more than the `scaled` control's one scale."""
+    from hyper_es.analyze.scale_fit import analyze_scale_fit
+
+    if not (run_dir / "scale_fit.json").is_file():
+        analyze_scale_fit(recipe, run_dir, ["hyper-es"], "baseline", run_dir)
 
 
 def run_difficulty(args, seed: int, lr: float) -> Path:
@@ -172,6 +182,7 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     collect(recipe, f["difficulty"], baseline=True, measure=measure_difficulty)
     restore(saved, f["difficulty"])
     run(recipe, f["difficulty"])
+    scale_fit(recipe, f["difficulty"])
     return f["difficulty"]
 
 

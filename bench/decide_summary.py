@@ -75,6 +75,10 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         plan = results / f"seed{seed}" / "equal" / "equal_compute.json"
         if plan.is_file():  # how many steps equal compute took, and whether they were capped
             entry["equal_compute"] = read_json(plan, "re-run the equal stage")
+        fits = {st: results / f"seed{seed}" / st / "scale_fit.json" for st in ("main", "difficulty")}
+        fits = {st: read_json(f, "hyper-es analyze scale-fit RUN --out RUN") for st, f in fits.items() if f.is_file()}
+        if fits:  # the Hyper-ES update as s × the final GRPO update + a rest
+            entry["scale_fit"] = fits
         for m, c in PAIRS:
             if m not in rows or c not in rows:
                 continue
@@ -203,6 +207,15 @@ def markdown(summary: dict, results: Path) -> str:
                          f"tokens a batch{wall}"
                          + ("; **fewer batches than equal tokens, so less than equal token compute**"
                             if plan["capped"] else "") + ".")
+    fits = [(seed, st, f) for seed, e in summary["seeds"].items() for st, f in e.get("scale_fit", {}).items()]
+    if fits:
+        lines += ["", "Each Hyper-ES update as s × the final GRPO update + a rest (`hyper-es analyze scale-fit`): the "
+                  "rest is what the layer-wise search adds beyond one scale:", "",
+                  "| seed | stage | s | cosine | share of ‖ΔW‖² no scale explains | s per block |", "|---|---|---|---|---|---|"]
+        for seed, st, f in fits:
+            r = f["rows"]["hyper-es"]
+            blocks = ", ".join(f"{b} {v['scale']:.2f}" for b, v in r["blocks"].items() if v["scale"] is not None)
+            lines.append(f"| {seed} | {st} | {r['scale']:.3f} | {r['cosine']:.3f} | {r['unexplained']:.1%} | {blocks} |")
     lines += ["", "Differences, greedy, points, paired bootstrap 95% CI (trained tasks pooled; per seed, then pooled "
               "over seeds with the seed-level mean [min, max]):", "",
               "| comparison | " + " | ".join(f"seed {s}" for s in summary["seeds"]) + " | pooled | seed mean [min, max] "

@@ -35,6 +35,9 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     write_stage(seed / "main", {"base": [0] * 10, "baseline": [1] * 3 + [0] * 7, "baseline@3": [1] * 4 + [0] * 6,
                                 "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="baseline@3")
     write_stage(seed / "equal", {"base": [0] * 10, "baseline@90": [1] * 7 + [0] * 3}, best="baseline@90")
+    fit = {"scale": 0.5, "cosine": 0.9, "unexplained": 0.19, "norm": 1.0, "reference_norm": 2.0}
+    (seed / "main" / "scale_fit.json").write_text(json.dumps({"reference": "baseline", "block_size": 2, "rows": {
+        "hyper-es": {**fit, "blocks": {"L0-1": {**fit, "scale": 0.4}, "other": {**fit, "scale": None}}}}}))
     s = ds.summarize(tmp_path, [0, 1, 2])
     rows = s["seeds"][0]["rows"]
     assert rows["baseline-best"]["name"] == "baseline@3" and rows["grpo-equal-compute"]["name"] == "baseline@90"
@@ -49,6 +52,7 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     assert s["goal"]["hyper-es-difficulty"]["status"] == "incomplete"
     text = ds.markdown(s, tmp_path)
     assert "| hyper-es - scaled | +10.0 [" in text and "**incomplete**" in text
+    assert "| 0 | main | 0.500 | 0.900 | 19.0% | L0-1 0.40 |" in text  # the scale fit, blocks without one left out
     ds.write_summary(tmp_path, [0, 1, 2])
     assert (tmp_path / "accuracy_cost.png").stat().st_size > 0 and (tmp_path / "summary.json").is_file()
 
