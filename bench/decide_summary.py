@@ -50,12 +50,27 @@ def resolve(seed_dir: Path) -> dict[str, dict]:
         report = _report(seed_dir / stage)
         if report is None:
             continue
-        name = name or (report.get("baseline_best") or {}).get("name")
-        row = next((r for r in report["rows"] if r["name"] == name), None)
+        row = next((r for r in report["rows"] if r["name"] == (name or (report.get("baseline_best") or {}).get("name"))),
+                   None)
+        if row is not None and name is BEST:
+            row = early_stop_cost(seed_dir / stage, row)
         if row is not None:
             out[label] = {"folder": seed_dir / stage, "row": row, "trained": report["paired"]["pooled"].get(
                 "trained", []), "tasks": report["tasks"]}
     return out
+
+
+def early_stop_cost(folder: Path, row: dict) -> dict:
+    """The best candidate by validation as an early stop: the baseline run up to its step (pro rata) and the scoring
+    of every candidate that was scored to choose it, whichever it is (the final adapter or the base included)."""
+    from hyper_es.report import selection_costs
+    from hyper_es.rows.kinds import KINDS
+
+    steps, sel = row["optimizer_steps"], selection_costs(folder, [])
+    _, tokens, _, select, wall = (KINDS["baseline-snapshot"].cost(folder, {"steps": steps}, {"val": sel}) if steps
+                                  else (0, 0, 0, sel["baseline"], sel["baseline_s"]))
+    return {**row, "train_tokens": tokens, "search_tokens": 0, "select_tokens": select,
+            "tokens": None if tokens is None else tokens + select, "wall_s": wall}
 
 
 def _strata(a: dict, b: dict, tasks: list[str], metric: str, what: str) -> list:

@@ -135,6 +135,8 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
     best = baseline_best(rows)
+    if best:  # choosing it scored every candidate, whichever it is (the final adapter's row itself charges none)
+        best.update(select_tokens=ctx["val"]["baseline"], select_s=ctx["val"]["baseline_s"])
     refs = {"baseline": "baseline", **({"baseline-best": best["name"]} if best else {}), "base": "base"}
     paired = paired_differences(rows, tasks, trained_tasks(recipe, tasks), B=B or stats.B_DEFAULT,
                                 seed=stats.SEED_DEFAULT if seed is None else seed, refs=refs)
@@ -146,11 +148,15 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
 
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
-    """Validation tokens and seconds spent choosing rows: every baseline candidate's scoring (early stopping) and
-    the `scaled` row's scale scan."""
-    from hyper_es.evaluate.final import BASELINE_KINDS
+    """Validation tokens and seconds spent choosing rows: the scoring of every baseline candidate that was scored
+    (early stopping: the base, each snapshot and the final, also those not tested) and the `scaled` row's scale
+    scan."""
+    from hyper_es.evaluate.final import EVAL_DIR
+    from hyper_es.io import read_json
 
-    cands = [r["val"] for r in rows if r["kind"] in BASELINE_KINDS and "val" in r]
+    val = Path(run_dir) / EVAL_DIR / "val"
+    cands = [read_json(p, "delete it to score that candidate again") for p in sorted(val.glob("*.json"))
+             if p.stem in ("base", "baseline") or p.stem.startswith("baseline@")]
     scaled = next((r["val"] for r in rows if r["kind"] == "scaled" and "val" in r), {})
     return {"baseline": sum(v.get("tokens", 0) for v in cands), "baseline_s": sum(v.get("seconds", 0.0) for v in cands),
             "scaled": scaled.get("tokens", 0), "scaled_s": scaled.get("seconds", 0.0)}

@@ -14,6 +14,10 @@ import decide_summary as ds  # noqa: E402
 IDS = [str(i) for i in range(10)]
 
 
+def _steps(name: str) -> int:
+    return int(name.partition("@")[2] or 27)  # baseline@N: step N; the final adapter: 27
+
+
 def write_stage(folder: Path, rows: dict[str, list[int]], best: str) -> None:
     (folder / "eval").mkdir(parents=True)
     report_rows = []
@@ -22,9 +26,19 @@ def write_stage(folder: Path, rows: dict[str, list[int]], best: str) -> None:
                              "records": {"ids": IDS, "greedy": greedy}}}
         (folder / "eval" / f"{name}.json").write_text(json.dumps({"name": name, "kind": "x", "steps": 1,
                                                                   "results": res}))
-        report_rows.append({"name": name, "optimizer_steps": 27 if "baseline" in name else 24, "train_tokens": 100,
+        report_rows.append({"name": name, "optimizer_steps": _steps(name) if "baseline" in name else 24, "train_tokens": 100,
                             "search_tokens": 0, "select_tokens": 5, "tokens": 105, "wall_s": 1.0,
                             "results": {"chain_sum": {"greedy": res["chain_sum"]["greedy"]}}})
+    steps = max((_steps(n) for n in rows if n.startswith("baseline")), default=27)
+    job = folder / "directions" / "baseline"
+    job.mkdir(parents=True)
+    (job / "manifest.json").write_text(json.dumps({  # 10 tokens and 2 s a step
+        "name": "baseline", "job": "baseline", "base": {"name": "m", "sha256": "0"}, "optimizer_steps": steps,
+        "completions": 4 * steps, "tokens": 10 * steps, "reward_curve": [], "wall_seconds": 2.0 * steps,
+        "token_curve": [[s, 10 * s] for s in range(1, steps + 1)]}))
+    (folder / "eval" / "val").mkdir()
+    for name in (n for n in rows if n == "base" or n.startswith("baseline")):  # each candidate's validation scoring
+        (folder / "eval" / "val" / f"{name}.json").write_text(json.dumps({"mean": 0.1, "tokens": 7, "seconds": 0.5}))
     (folder / "report.json").write_text(json.dumps({
         "rows": report_rows, "tasks": ["chain_sum"], "baseline_best": {"name": best},
         "paired": {"pooled": {"trained": ["chain_sum"]}}}))
@@ -41,6 +55,10 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     s = ds.summarize(tmp_path, [0, 1, 2])
     rows = s["seeds"][0]["rows"]
     assert rows["baseline-best"]["name"] == "baseline@3" and rows["grpo-equal-compute"]["name"] == "baseline@90"
+    # an early stop costs the run up to its step and the scoring of every candidate (base, baseline@3, baseline)
+    assert (rows["baseline-best"]["train_tokens"], rows["baseline-best"]["select_tokens"]) == (30, 21)
+    assert rows["baseline-best"]["tokens"] == 51 and rows["baseline-best"]["wall_s"] == pytest.approx(6.0 + 1.5)
+    assert rows["baseline"]["select_tokens"] == 5  # the final adapter's own row as the report has it
     assert "hyper-es-difficulty" not in rows
     vs = s["seeds"][0]["vs"]
     assert vs["hyper-es - scaled"]["trained"]["diff"] == pytest.approx(0.1)
@@ -89,3 +107,13 @@ def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path
     assert vs["coevolution - coevolution-own-prompt"] == pytest.approx(0.3)
     assert vs["coevolution - base"] == pytest.approx(0.8) and vs["prompt-only - base"] == pytest.approx(0.2)
     assert "| coevolution - hyper-es | +20.0 [" in ds.markdown(s, tmp_path)
+
+
+def test_an_early_stop_at_the_final_adapter_still_pays_for_choosing_it(tmp_path):
+    seed = tmp_path / "seed0"
+    write_stage(seed / "main", {"base": [0] * 10, "baseline@3": [1] * 2 + [0] * 8, "baseline": [1] * 4 + [0] * 6,
+                                "hyper-es": [1] * 5 + [0] * 5}, best="baseline")
+    rows = ds.summarize(tmp_path, [0])["seeds"][0]["rows"]
+    best = rows["baseline-best"]
+    assert best["name"] == "baseline" and (best["train_tokens"], best["select_tokens"], best["tokens"]) == (270, 21, 291)
+    assert best["wall_s"] == pytest.approx(54.0 + 1.5) and rows["baseline"]["select_tokens"] == 5

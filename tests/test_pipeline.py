@@ -49,6 +49,7 @@ def test_report_rows_costs_and_files(tiny_run):
     assert rows["hyper-es"]["tokens"] == rows["hyper-es"]["train_tokens"] + report["search"]["tokens"] + val_tokens
     cands = [r["val"]["tokens"] for r in report["rows"] if r["kind"] in ("base", "baseline", "baseline-snapshot")]
     assert rows["baseline@4"]["select_tokens"] == sum(cands) and rows["baseline"]["select_tokens"] == 0
+    assert report["baseline_best"]["select_tokens"] == sum(cands)  # whichever candidate it is
     assert rows["hyper-es"]["wall_s"] > rows["uniform"]["wall_s"] > 0
     assert 0 < rows["baseline@2"]["train_tokens"] < rows["baseline@8"]["train_tokens"] < rows["baseline"]["train_tokens"]
     for name in ("base", "baseline", "hyper-es"):  # the compared rows carry Pass@k and the full curve
