@@ -345,7 +345,7 @@ def stage_name(main: Path, folder: Path) -> str:
 
 
 def save(args) -> None:
-    """Copy what every stage folder holds now (a stage still running included) to --results, to commit."""
+    """Copy what every unfinished stage folder holds now (a stage still running included) to --results, to commit."""
     for seed in args.seeds:
         grid = args.root / f"seed{seed}" / "lr_grid.json"
         if not grid.is_file():
@@ -357,6 +357,8 @@ def save(args) -> None:
         for folder in sorted(p for p in main.parent.glob(f"{main.name}*") if p.is_dir()):
             if folder == main or folder.name.startswith(main.name + "-"):
                 dest = args.results / f"seed{seed}" / stage_name(main, folder)
+                if (dest / "report.json").is_file():  # a finished stage keeps its record as measured (a stage
+                    continue  # rebuilt here to build on would bring this machine's retrain times)
                 copy_artefacts(folder, dest)
                 logger.info("seed %d %s: copied to %s", seed, stage_name(main, folder), dest)
 
