@@ -245,7 +245,7 @@ def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, 
 
 def equal_recipe(args, seed: int, lr: float):
     """(the equal-compute run's recipe, its folder): planned once (equal_compute.json) from the main run's report,
-    this machine's or the committed one (so its training can start before the main run is rebuilt here)."""
+    the committed one where there is one (so its training can start before the main run is rebuilt here)."""
     from hyper_es.recipe import load_recipe
 
     f = folders(args.root, seed, lr)
@@ -253,7 +253,8 @@ def equal_recipe(args, seed: int, lr: float):
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
-        main = f["main"] if (f["main"] / "report.json").is_file() else args.results / f"seed{seed}" / "main"
+        saved = args.results / f"seed{seed}" / "main"  # the committed record first: a rebuilt run's wall times
+        main = saved if (saved / "report.json").is_file() else f["main"]  # come from retraining, not the search's run
         plan = equal_plan(main, load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_batches,
                           args.equal_budget)
         f["equal"].mkdir(parents=True, exist_ok=True)

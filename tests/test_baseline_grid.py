@@ -149,6 +149,9 @@ def test_the_equal_compute_run_plans_from_the_committed_main_run_and_checkpoints
         "name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 27, "completions": 432,
         "tokens": 2700, "reward_curve": [], "wall_seconds": 54.0}))
     (saved / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 90_000, "wall_s": 300.0}]}))
+    rebuilt = tmp_path / "root" / "seed0-lr0.0005"  # retrained here beside another run: not the measured costs
+    (rebuilt / "directions" / "baseline").mkdir(parents=True)
+    (rebuilt / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 1, "wall_s": 1.0}]}))
     args = SimpleNamespace(recipe=Path(__file__).resolve().parents[1] / "recipes/smollm2-135m.yaml",
                            root=tmp_path / "root", results=tmp_path / "results", pass_k_limit=200,
                            equal_max_batches=None, equal_budget="tokens")
