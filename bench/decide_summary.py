@@ -23,6 +23,8 @@ ROWS = {  # label -> (stage, row name in that stage's run folder)
     "grpo-equal-compute": ("equal", BEST),
     "hyper-es": ("main", "hyper-es"),
     "hyper-es-difficulty": ("difficulty", "hyper-es"),
+    "hyper-es-start": ("main", "search-start"),  # the search's start (the scanned scale of x0), not searched
+    "hyper-es-difficulty-start": ("difficulty", "search-start"),
     "prompt-only": ("coevolve-prompt", "hyper-es+prompt"),  # issue 22: x0 with a co-evolved prompt
     "coevolution": ("coevolve-both", "hyper-es+prompt"),  # co-evolved coefficients with their prompt
     "coevolution-own-prompt": ("coevolve-both", "hyper-es"),  # the same coefficients, the tasks' own prompts
@@ -33,7 +35,9 @@ REFS = (*CONTROLS, "baseline", "base")
 # Co-evolution at the parameter-only search's scorings: each arm against the base and against each other.
 COEVOLVE_PAIRS = (("coevolution", "hyper-es"), ("coevolution", "prompt-only"), ("prompt-only", "hyper-es"),
                   ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"))
-PAIRS = (*((m, c) for m in METHODS for c in REFS), *COEVOLVE_PAIRS)
+# What the search adds over its start, and whether its start alone (directions + one scanned scale) is enough.
+ABLATIONS = (*((m, f"{m}-start") for m in METHODS), *((f"{m}-start", c) for m in METHODS for c in CONTROLS))
+PAIRS = (*((m, c) for m in METHODS for c in REFS), *ABLATIONS, *COEVOLVE_PAIRS)
 PASS_K = ("pass@1", "pass@8")
 TRANSFER = "gsm8k"
 

@@ -116,7 +116,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
               "seconds": result.get("stage_seconds", result.get("search_seconds")),
               "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0),
               "val_tokens": result.get("val_tokens", 0),
-              "rows": result.get("rows")}  # fitness tokens: the generations' and the scale scan's
+              "rows": result.get("rows"), "scan": result.get("scale_scan") or {}}  # fitness tokens: generations + scan
     out, ctx = [], {"dirs": dirs, "search": search, "val": selection_costs(run_dir, rows)}
     for r in rows:
         steps, tokens, search_tokens, select, wall = KINDS[r["kind"]].cost(run_dir, r, ctx)

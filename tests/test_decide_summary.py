@@ -117,3 +117,18 @@ def test_an_early_stop_at_the_final_adapter_still_pays_for_choosing_it(tmp_path)
     best = rows["baseline-best"]
     assert best["name"] == "baseline" and (best["train_tokens"], best["select_tokens"], best["tokens"]) == (270, 21, 291)
     assert best["wall_s"] == pytest.approx(54.0 + 1.5) and rows["baseline"]["select_tokens"] == 5
+
+
+def test_the_search_is_paired_with_its_own_start_and_the_start_with_each_control(tmp_path):
+    """What the search adds over its start (the scanned scale of x0, no search), and whether the start alone
+    already does what a control does."""
+    seed = tmp_path / "seed0"
+    write_stage(seed / "main", {"base": [0] * 10, "baseline": [1] * 3 + [0] * 7, "scaled": [1] * 5 + [0] * 5},
+                best="baseline")
+    write_stage(seed / "difficulty", {"base": [0] * 10, "search-start": [1] * 6 + [0] * 4,
+                                      "hyper-es": [1] * 7 + [0] * 3}, best="base")
+    vs = ds.summarize(tmp_path, [0])["seeds"][0]["vs"]
+    assert vs["hyper-es-difficulty - hyper-es-difficulty-start"]["trained"]["diff"] == pytest.approx(0.1)
+    assert vs["hyper-es-difficulty-start - scaled"]["trained"]["diff"] == pytest.approx(0.1)
+    assert vs["hyper-es-difficulty-start - baseline-best"]["trained"]["diff"] == pytest.approx(0.3)
+    assert not any(k.startswith("hyper-es - ") or k.startswith("hyper-es-start") for k in vs)  # no main search row

@@ -36,7 +36,7 @@ def test_report_rows_costs_and_files(tiny_run):
     recipe, run_dir, report = tiny_run
     names = [r["name"] for r in report["rows"]]
     assert names == ["base", "dir-0", "dir-1", "dir-2", "uniform", "baseline@2", "baseline@4", "baseline@6",
-                     "baseline@8", "baseline", "hyper-es", "scaled"]
+                     "baseline@8", "baseline", "hyper-es", "search-start", "scaled"]
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["hyper-es"]["optimizer_steps"] == 9 and rows["baseline"]["optimizer_steps"] == 10
     assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1
@@ -47,6 +47,9 @@ def test_report_rows_costs_and_files(tiny_run):
     val_tokens = json.loads((run_dir / "search" / "result.json").read_text())["val_tokens"]
     assert rows["hyper-es"]["select_tokens"] == val_tokens > 0  # the search's validation scorings
     assert rows["hyper-es"]["tokens"] == rows["hyper-es"]["train_tokens"] + report["search"]["tokens"] + val_tokens
+    start = rows["search-start"]  # the search's start alone: the directions and the scale scan, no validation
+    assert (start["train_tokens"], start["search_tokens"], start["select_tokens"]) == (
+        rows["uniform"]["train_tokens"], scan["tokens"], 0) and scan["tokens"] > 0
     cands = [r["val"]["tokens"] for r in report["rows"] if r["kind"] in ("base", "baseline", "baseline-snapshot")]
     assert rows["baseline@4"]["select_tokens"] == sum(cands) and rows["baseline"]["select_tokens"] == 0
     assert report["baseline_best"]["select_tokens"] == sum(cands)  # whichever candidate it is

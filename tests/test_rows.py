@@ -11,7 +11,7 @@ from hyper_es.rows import KINDS, kind_of, row_update
     ("base", "base"), ("uniform", "uniform"), ("hyper-es", "hyper-es"), ("hyper-es+prompt", "hyper-es"), ("baseline+es+prompt", "es"),
     ("baseline", "baseline"),
     ("baseline@6", "baseline-snapshot"), ("dir-0", "direction"), ("es", "es"), ("baseline+es", "es"),
-    ("hyper-es+es", "es"), ("es+grpo", "es-grpo"), ("baseline+es+grpo", "es-grpo"),
+    ("hyper-es+es", "es"), ("es+grpo", "es-grpo"), ("baseline+es+grpo", "es-grpo"), ("search-start", "search-start"),
 ])
 def test_a_row_name_has_one_kind(name, kind):
     assert kind_of(name).name == kind

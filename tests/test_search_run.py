@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import hyper_es as hx
 from hyper_es.directions.collect import collect
@@ -41,6 +42,9 @@ def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
                for r in result["rows"].values())  # one task: the mean over its rows is the score
     genome, x = hx.Genome.from_json(run / "search" / "best.json")
     assert x is not None and genome.size == 2 * 2  # 2 layer groups (of 2 layers) × 2 directions
+    from hyper_es.rows import start_genome
+
+    assert start_genome(run) is None  # no scale scan: no search-start row
     again = search(recipe, run, backend="hf")  # resumes: budget already spent, same answer
     assert again["best_val_generation_entry"] == result["best_val_generation_entry"]
 
@@ -75,6 +79,21 @@ def test_scale_scan_fixed_fitness_set_search_reward_and_guard(tmp_path, caplog):
     (run / "search" / "result.json").unlink()
     again = search(recipe, run, backend="hf")  # resumes from scale_scan.json and the checkpoint
     assert again["scale_scan"] == scan and again["best_val_generation_entry"] == result["best_val_generation_entry"]
+    # The search-start row: the scanned x0 without the search, merged as the search merges; costed as the
+    # directions plus the scan.
+    from hyper_es.directions.manifest import finished_jobs
+    from hyper_es.evaluate.final import eval_set, plan_rows
+    from hyper_es.rows import KINDS, jobs_cost, row_update
+
+    start = next(r for r in plan_rows(run, *eval_set(run, load=False)[1:]) if r.name == "search-start")
+    assert start.kind == "search-start" and start.searched[1].tolist() == scan["x0"] and not start.pass_k
+    hyper, begin = row_update(run, "hyper-es", recipe), row_update(run, "search-start", recipe)  # guard kept x0
+    assert hyper.keys() == begin.keys() and all(torch.equal(hyper[t], begin[t]) for t in hyper)
+    dirs = [m["name"] for _, m in finished_jobs(run)]
+    steps, tokens, wall = jobs_cost(run, dirs)
+    cost = KINDS["search-start"].cost(run, {"name": "search-start", "steps": steps}, {"dirs": dirs, "search": {
+        "scan": scan}})
+    assert cost == (steps, tokens, scan["tokens"], 0, pytest.approx(wall + scan["seconds"]))
 
 
 def test_guard_keeps_the_search_only_when_it_beats_x0():

@@ -37,7 +37,7 @@ from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.es.history import es_start
-from hyper_es.rows import KINDS
+from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
@@ -132,6 +132,9 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
         rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), steps=total))
         rows[-1:] = prompted_row(run_dir / "search", rows[-1]) + rows[-1:]
+        start = start_genome(run_dir)
+        if start is not None:  # what the search adds over its own start (the scanned scale of x0)
+            rows.append(Row("search-start", "search-start", searched=start, steps=total))
     return rows
 
 

@@ -63,6 +63,13 @@ def _hyper_es_cost(run_dir, row, ctx) -> Cost:
     return steps, tokens, search["tokens"], search["val_tokens"], wall + (search["seconds"] or 0.0)
 
 
+def _start_cost(run_dir, row, ctx) -> Cost:
+    """The search's start without the search: the directions, then the scale scan on the fitness rows."""
+    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
+    scan = ctx["search"]["scan"]
+    return steps, tokens, scan.get("tokens", 0), 0, wall + (scan.get("seconds") or 0.0)
+
+
 def _snapshot_cost(run_dir, row, ctx) -> Cost:
     """The baseline run's tokens up to the snapshot (its token curve) and its wall time pro rata; choosing it
     (early stopping) scored every candidate of the baseline on validation."""
@@ -132,6 +139,39 @@ def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]
     return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
 
 
+def _start_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """The scale scan's x0 merged as the search would have merged it."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import MergePlan, recipe_genome
+
+    start = start_genome(run_dir)
+    if start is None:
+        raise DataError(f"{run_dir / 'search' / 'result.json'}: no scale scan, so no search-start row")
+    ds = DirectionSet.from_run(run_dir)
+    genome, x = start
+    _, settings = recipe_genome(recipe, ds)
+    return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
+
+
+def start_genome(run_dir: Path):
+    """(the searched genome, the scale scan's x0) of a finished search, as the `search-start` row merges it; None
+    when the search did not scan scales (its start is then the recipe's x0, not a chosen one)."""
+    import numpy as np
+
+    from hyper_es.merging import Genome
+
+    path = run_dir / "search" / "result.json"
+    scan = read_json(path, "delete it to finish the search again (re-run)").get("scale_scan") if path.is_file() else None
+    if not scan:
+        return None
+    genome, _ = Genome.from_json(run_dir / "search" / "best.json")
+    x0 = np.asarray(scan["x0"], dtype=float)
+    if x0.shape != (genome.size,):
+        raise DataError(f"{path}: scale_scan.x0 has {x0.size} values; expected {genome.size}, the genome of "
+                        f"search/best.json")
+    return genome, x0
+
+
 def _es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The replayed history (after its start, when sequenced)."""
     from hyper_es import models
@@ -169,15 +209,17 @@ KINDS = {k.name: k for k in (
     RowKind("es", True, _es_cost, _es_update),
     RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
     RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
+    RowKind("search-start", False, _start_cost, _start_update),  # the scale scan's x0: the search's ablation
 )}
 
 
 def kind_of(row: str) -> RowKind:
-    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, scaled, es / <start>+es,
-    …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is its kind."""
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, scaled,
+    es / <start>+es, …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is
+    its kind."""
     if row.endswith("+prompt"):  # a row's weights with a co-evolved prompt: the kind (cost, update) of the weights
         return kind_of(row[: -len("+prompt")])
-    if row in ("base", "uniform", "hyper-es", "baseline", "scaled"):
+    if row in ("base", "uniform", "hyper-es", "baseline", "scaled", "search-start"):
         return KINDS[row]
     if row.endswith("es+grpo"):
         return KINDS["es-grpo"]
