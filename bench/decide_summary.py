@@ -126,11 +126,12 @@ def summarize(results: Path, seeds: list[int]) -> dict:
             "B": stats.B_DEFAULT, "seed": stats.SEED_DEFAULT}
 
 
-def partial(results: Path, seeds: list[int], stage: str = "main") -> dict:
-    """A stage still evaluating (no report.json yet): each evaluated row's greedy test accuracy, and hyper-es minus
-    every other evaluated row, paired (trained tasks pooled; GSM8K apart). No costs and no goal: not the decision."""
+def partial(results: Path, seeds: list[int], stages: tuple[str, ...] = ("main", "difficulty")) -> dict:
+    """{seed: {stage: ...}} for each stage still evaluating (no report.json yet): each evaluated row's greedy test
+    accuracy, and hyper-es minus every other evaluated row, paired (trained tasks pooled; GSM8K apart). No costs and
+    no goal: not the decision."""
     out = {}
-    for seed in seeds:
+    for seed, stage in ((seed, stage) for seed in seeds for stage in stages):
         folder = results / f"seed{seed}" / stage
         if _report(folder) is not None or not (folder / "eval" / "hyper-es.json").is_file():
             continue
@@ -145,15 +146,15 @@ def partial(results: Path, seeds: list[int], stage: str = "main") -> dict:
                     st = [stats.align(*row_values(folder, "hyper-es", t), *row_values(folder, other, t),
                                       what=f"seed {seed} hyper-es - {other} {t}") for t in ts]
                     entry["vs"].setdefault(other, {})[group] = stats.paired_bootstrap(st).to_dict()
-        out[seed] = entry
+        out.setdefault(seed, {})[stage] = entry
     return out
 
 
 def _partial_markdown(part: dict) -> list[str]:
     lines = []
-    for seed, entry in part.items():
+    for seed, stage, entry in ((seed, stage, e) for seed, by_stage in part.items() for stage, e in by_stage.items()):
         tasks = list(entry["rows"]["hyper-es"])
-        lines += ["", f"Seed {seed}, main stage still evaluating: the rows evaluated so far (greedy test accuracy; no "
+        lines += ["", f"Seed {seed}, {stage} stage still evaluating: the rows evaluated so far (greedy test accuracy; no "
                       f"costs, no goal: not the decision):", "", "| row | " + " | ".join(tasks) + " |",
                   "|---|" + "---|" * len(tasks)]
         lines += [f"| {n} | " + " | ".join(f"{acc.get(t, float('nan')):.3f}" for t in tasks) + " |"

@@ -80,11 +80,15 @@ def test_a_stage_still_evaluating_gives_its_rows_so_far(tmp_path):
     write_stage(main, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="base")
     (main / "report.json").unlink()  # the final evaluation has not finished: no report yet
     part = ds.partial(tmp_path, [0, 1])
-    assert list(part) == [0] and part[0]["rows"]["scaled"] == {"chain_sum": 0.5}
-    assert part[0]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.1)
-    assert part[0]["vs"]["base"]["trained"]["diff"] == pytest.approx(0.6)
+    assert list(part) == [0] and list(part[0]) == ["main"] and part[0]["main"]["rows"]["scaled"] == {"chain_sum": 0.5}
+    assert part[0]["main"]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.1)
+    assert part[0]["main"]["vs"]["base"]["trained"]["diff"] == pytest.approx(0.6)
     text = "\n".join(ds._partial_markdown(part))
     assert "main stage still evaluating" in text and "| scaled | +10.0 [" in text
+    difficulty = tmp_path / "seed0" / "difficulty"  # the difficulty stage, evaluating, beside a finished main
+    write_stage(difficulty, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 8 + [0] * 2}, best="base")
+    (difficulty / "report.json").unlink()
+    assert ds.partial(tmp_path, [0])[0]["difficulty"]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.3)
 
 
 def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path):
