@@ -128,29 +128,29 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     return {t: ds.delta(0, t) for t in ds[0].parts}
 
 
-def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
-    """best.json merged as searched."""
+def _searched_update(run_dir: Path, genome, x, recipe) -> dict[str, torch.Tensor]:
+    """A vector of the search's genome merged over the run's directions as the search merges."""
     from hyper_es.directions import DirectionSet
-    from hyper_es.merging import Genome, MergePlan, recipe_genome
+    from hyper_es.merging import MergePlan, recipe_genome
 
     ds = DirectionSet.from_run(run_dir)
-    genome, x = Genome.from_json(run_dir / "search" / "best.json")
     _, settings = recipe_genome(recipe, ds)
     return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
+
+
+def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """best.json merged as searched."""
+    from hyper_es.merging import Genome
+
+    return _searched_update(run_dir, *Genome.from_json(run_dir / "search" / "best.json"), recipe)
 
 
 def _start_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The scale scan's x0 merged as the search would have merged it."""
-    from hyper_es.directions import DirectionSet
-    from hyper_es.merging import MergePlan, recipe_genome
-
     start = start_genome(run_dir)
     if start is None:
         raise DataError(f"{run_dir / 'search' / 'result.json'}: no scale scan, so no search-start row")
-    ds = DirectionSet.from_run(run_dir)
-    genome, x = start
-    _, settings = recipe_genome(recipe, ds)
-    return {t: d.float() for t, d in MergePlan(ds, genome, settings).deltas(x)}
+    return _searched_update(run_dir, *start, recipe)
 
 
 def start_genome(run_dir: Path):
