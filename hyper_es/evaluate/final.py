@@ -168,7 +168,7 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
-FIRST = ("hyper-es", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
+FIRST = ("hyper-es", "search-start", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:
