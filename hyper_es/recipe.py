@@ -285,7 +285,7 @@ class SearchConfig(Strict):
     tracking: Literal["auto", "tensorboard", "wandb", "none"] = Field(
         "auto", description="auto: TensorBoard when installed; wandb: W&B (its own login/env)")
     merge_device: Literal["auto", "cpu"] = Field(
-        "auto", description="where the vLLM worker keeps base copies and deltas: auto = the engine's device")
+        "auto", description="where the engine (vLLM worker or HF) keeps the deltas: auto = the engine's device")
     prepare_deltas: bool = Field(True, description="keep K sparsified deltas (fast); false: recompute from LoRA")
     delta_dtype: Literal["float32", "bfloat16"] = "float32"
     compile_merge: bool = Field(True, description="merge with the torch.compile'd combine (falls back to eager)")

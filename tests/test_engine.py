@@ -34,6 +34,29 @@ def test_inplace_engine_honours_the_recipe_dtype(tmp_path):
         engine.close()
 
 
+def test_hf_engines_run_where_torch_sees_a_gpu(tmp_path, monkeypatch):
+    """The HF fallback loads onto the GPU when there is one, and a merge keeps its deltas there (merge_device auto)
+    or on the CPU (merge_device cpu), in `delta_dtype`; on this CPU machine the model stays on the CPU."""
+    from hyper_es import models
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.merging import MergeSettings, genome_for
+
+    assert models.default_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    model, _ = models.load("tiny-random", device="meta")
+    assert next(model.parameters()).device.type == "meta"
+    sd = {"model.layers.0.self_attn.q_proj.weight": torch.ones(64, 64) * 1e-3}
+    ds = hx.DirectionSet.from_dicts(str(models.resolve("tiny-random")), {"a": sd})
+    for where, want in (("auto", "meta"), ("cpu", "cpu")):
+        w = MergeWeights(ds, genome_for(ds), MergeSettings("task_arithmetic"), merge_device=where, prepare=False,
+                         delta_dtype="bfloat16")
+        plan = w.source(device="meta").plan
+        assert str(plan.device) == want and plan.dtype == torch.bfloat16
+    recipe = hx.load_recipe(ROOT / "recipes/tiny.yaml")
+    engine, _ = inplace_engine(recipe, "hf", ds, *recipe_genome(recipe, ds), tmp_path, seed=0)
+    assert next(engine.model.parameters()).device.type == models.default_device()
+    engine.close()
+
+
 def test_evaluate_and_engine_never_import_search():
     for pkg in ("evaluate", "engine"):
         for path in (ROOT / "hyper_es" / pkg).glob("*.py"):

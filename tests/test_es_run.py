@@ -313,7 +313,7 @@ def test_grpo_then_es_starts_from_the_baseline(tmp_path):
 
     engine, _ = es_engine(recipe, "hf", tmp_path / "run" / "es" / "start.safetensors")
     for n, d in start.items():
-        torch.testing.assert_close(engine.weights()[n], base[n] + d, rtol=0, atol=1e-6)
+        torch.testing.assert_close(engine.weights()[n].cpu(), base[n] + d, rtol=0, atol=1e-6)  # a GPU engine: cuda
     rows = evaluate_run(recipe, tmp_path / "run", backend="hf")
     report = run_report(recipe, tmp_path / "run", rows)
     row = next(r for r in report["rows"] if r["kind"] == "es")

@@ -124,11 +124,11 @@ def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update
     row.weights = {"baseline": chosen["scale"]}
     engine, _ = inplace_engine(recipe, "hf", ds, genome, settings, run_dir / "eval" / "engine-check", seed=0)
     try:
-        base = {t: w.clone() for t, w in engine.weights().items()}
+        base = {t: w.cpu().clone() for t, w in engine.weights().items()}  # a GPU engine's are on cuda
         engine.set_genome(row_vector(row, genome, names, recipe.merge.density, recipe.merge.lam))
         params = dict(engine.model.named_parameters()) if hasattr(engine, "model") else engine.params
         for t, d in baseline.items():
-            assert torch.allclose(params[t].float(), base[t] + chosen["scale"] * d, atol=1e-6), t
+            assert torch.allclose(params[t].float().cpu(), base[t] + chosen["scale"] * d, atol=1e-6), t
     finally:
         engine.close()
     # `hyper-es export RUN --row scaled` serves those weights: base + s·ΔW

@@ -90,6 +90,17 @@ def test_ask_tell_done_honours_pycma_stop_and_logs_why(tmp_path, caplog):
     assert again.done() and again.state.stop == s.state.stop and again.state.history == s.state.history
 
 
+def test_a_flat_generation_on_a_noisy_reward_does_not_end_the_search():
+    """All candidates scoring alike once (a hard minibatch) is noise, not convergence: the search goes on to its
+    budget; four flat generations in a row end it."""
+    s = CMASearch(np.zeros(5), 0.3, popsize=4, seed=0, budget=Budget(max_generations=6))
+    run(s, lambda xs, g: [0.0] * len(xs) if g in (0, 2) else quadratic(xs, g))
+    assert s.state.generation == 6 and s.state.stop == {"budget": "max_generations 6"}
+    flat = CMASearch(np.zeros(3), 0.3, popsize=4, seed=0, budget=Budget(max_generations=50))
+    run(flat, lambda xs, g: [0.0] * len(xs))
+    assert flat.state.generation == 4 and "flat_fitness" in flat.state.stop
+
+
 def test_checkpoint_is_json_and_a_planted_pickle_never_runs(tmp_path):
     """The search state is JSON, resumed by replay; a pickle planted in the folder is never loaded."""
     import pickle

@@ -51,7 +51,8 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
                              trust_remote_code=trust_remote_code), tokenizer
     from hyper_es.engine.hf import HFGenerator
 
-    model_obj, tokenizer = models.load(model, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code)
+    model_obj, tokenizer = models.load(model, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
+                                       device=models.default_device())
     return HFGenerator(model_obj, tokenizer, batch_size=batch_size, max_model_len=max_model_len), tokenizer
 
 
@@ -80,8 +81,8 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
     from hyper_es import models
     from hyper_es.engine.hf_resident import HFResident
 
-    model, tok = models.load(str(weights.base), dtype=dtype)
-    source = weights.source({n: tuple(p.shape) for n, p in model.named_parameters()})
+    model, tok = models.load(str(weights.base), dtype=dtype, device=models.default_device())
+    source = weights.source({n: tuple(p.shape) for n, p in model.named_parameters()}, device=model.device)
     return HFResident(model, tok, source, batch_size=recipe.eval.batch_size,
                       max_model_len=recipe.model.max_model_len), tok
 

@@ -162,11 +162,14 @@ class MergeWeights:
     def base(self) -> Path:
         return Path(self.ds.base_path)
 
-    def source(self, shapes: Mapping[str, tuple] | None = None) -> MergeSource:
-        """The source for an engine in this process (HF); `shapes` is not needed (the plan knows its tensors)."""
+    def source(self, shapes: Mapping[str, tuple] | None = None, device="cpu") -> MergeSource:
+        """The source for an engine in this process (HF) whose model is on `device`; `shapes` is not needed (the
+        plan knows its tensors). The deltas live there too unless `merge_device` is cpu, as in the vLLM worker."""
         from hyper_es.merging import MergePlan
 
-        return MergeSource(MergePlan(self.ds, self.genome, self.settings, fused=self.fused))
+        return MergeSource(MergePlan(self.ds, self.genome, self.settings, fused=self.fused, prepare=self.prepare,
+                                     device=device if self.merge_device == "auto" else "cpu",
+                                     dtype=getattr(torch, self.delta_dtype)))
 
     def _low_rank(self):
         """The candidates as LoRA factors (HyperESError if the merge is not linear), stacked once: the engine's
@@ -232,8 +235,9 @@ class ESWeights:
 
         return load_file(str(self.start_file))
 
-    def source(self, shapes: Mapping[str, tuple] | None = None) -> ESSource:
-        """The source over the ES tensors among `shapes` (the model's parameters; default: the checkpoint's)."""
+    def source(self, shapes: Mapping[str, tuple] | None = None, device="cpu") -> ESSource:
+        """The source over the ES tensors among `shapes` (the model's parameters; default: the checkpoint's). Its
+        master and noise follow the weights it is bound to, so `device` is not needed."""
         from hyper_es import architectures
         from hyper_es.directions.sources import tensor_shapes
         from hyper_es.es.scope import es_tensors

@@ -91,8 +91,16 @@ def resolve(name: str, *, revision: str | None = None) -> Path:
         ) from None
 
 
-def load(name: str, *, dtype: str = "float32", revision: str | None = None, trust_remote_code: bool = False):
-    """Load (model, tokenizer) with transformers from a resolved local folder."""
+def default_device() -> str:
+    """Where an HF engine runs: the GPU when torch sees one, else the CPU."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load(name: str, *, dtype: str = "float32", revision: str | None = None, trust_remote_code: bool = False,
+         device: str = "cpu"):
+    """Load (model, tokenizer) with transformers from a resolved local folder, onto `device`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -101,7 +109,7 @@ def load(name: str, *, dtype: str = "float32", revision: str | None = None, trus
     model = AutoModelForCausalLM.from_pretrained(
         path, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
     )
-    model.eval()
+    model.to(device).eval()
     return model, tok
 
 

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.json"
 LOG = "generations.jsonl"
 FORMAT = 1
+FLAT = 4  # generations in a row in which every candidate scored alike: no signal left to follow
 
 
 @dataclass
@@ -61,7 +62,10 @@ class CMASearch:
         self.sigma0, self.seed, self.budget = sigma0, seed, budget
         self.lower, self.upper = lower, upper
         self.out = Path(out) if out else None
-        opts = {"seed": seed + 1, "verbose": -9}  # pycma treats seed 0 as "random"
+        # pycma treats seed 0 as "random". Its defaults end a search on one flat generation (tolfun), which a noisy
+        # reward on a redrawn minibatch gives often (every candidate 0 on hard rows); its tolflatfitness counts in
+        # es.stop(), which a resume by replay does not repeat. The flat stop is FLAT generations, from the history.
+        opts = {"seed": seed + 1, "verbose": -9, "tolfun": 0, "tolflatfitness": float("inf")}
         if popsize:
             opts["popsize"] = popsize
         if lower is not None:
@@ -137,7 +141,11 @@ class CMASearch:
         return self._strategy_stop()
 
     def _strategy_stop(self) -> dict:
-        return {k: v for k, v in dict(self.es.stop()).items()}
+        reason = {k: v for k, v in dict(self.es.stop()).items()}
+        recent = self.state.scores[-FLAT:]
+        if len(recent) == FLAT and all(max(s) == min(s) for s in recent):
+            reason["flat_fitness"] = f"every candidate scored alike in {FLAT} generations in a row"
+        return reason
 
     def done(self) -> bool:
         """True once a budget is spent or pycma's `es.stop()` fires; the reason is logged and checkpointed."""
