@@ -359,9 +359,34 @@ def save(args) -> None:
             if folder == main or folder.name.startswith(main.name + "-"):
                 dest = args.results / f"seed{seed}" / stage_name(main, folder)
                 if (dest / "report.json").is_file():  # a finished stage keeps its record as measured (a stage
-                    continue  # rebuilt here to build on would bring this machine's retrain times)
+                    add_rows(folder, dest)  # rebuilt here to build on would bring this machine's retrain times)
+                    continue
                 copy_artefacts(folder, dest)
                 logger.info("seed %d %s: copied to %s", seed, stage_name(main, folder), dest)
+
+
+def add_rows(run_dir: Path, dest: Path) -> None:
+    """Rows a finished stage's committed record lacks (a row kind added since, evaluated here on the rebuilt run):
+    their test records go to `dest`, and its report is made again from the committed artefacts alone (manifests,
+    search log, validation scorings), so every cost stays the one measured when the stage ran."""
+    import hyper_es as hx
+    from hyper_es.evaluate.final import VALIDATED, _read_row, _read_val
+    from hyper_es.report import run_report, write_report
+
+    if not (run_dir / "report.json").is_file():
+        return
+    names = [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
+    new = [n for n in names if not (dest / "eval" / f"{n}.json").is_file() and (run_dir / "eval" / f"{n}.json").is_file()]
+    if not new:
+        return
+    for n in new:
+        shutil.copy2(run_dir / "eval" / f"{n}.json", dest / "eval" / f"{n}.json")
+    rows = []
+    for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
+        row = _read_row(dest / "eval" / f"{n}.json")
+        rows.append({**row, **({"val": _read_val(dest / "eval", n)} if row["kind"] in VALIDATED else {})})
+    write_report(dest, run_report(hx.load_recipe(dest / "recipe.yaml"), dest, rows))
+    logger.info("%s: rows %s added; its report made again from the committed artefacts", dest, ", ".join(new))
 
 
 def summarize(args) -> None:

@@ -413,6 +413,9 @@ class PromptSpace(Strict):
     templates: list[str] = Field(default_factory=list, description="alternative user templates ({question}, ...)")
     formats: list[str] = Field(default_factory=list, description="answer-format lines appended to the user turn")
     max_shots: NonNegInt = Field(3, description="few-shot examples at most, each a train row the genome picks")
+    propose: NonNegInt = Field(0, description="rewrites of the task's template the proposer model is asked for once, "
+                               "before the search; those that keep its placeholders are added to templates "
+                               "(RUN/proposals.json)")
 
 
 class CoevolveConfig(Strict):
@@ -426,6 +429,8 @@ class CoevolveConfig(Strict):
         "search", description="search: the parameters evolve with the prompts; fixed: they stay at the search's "
         "start x0 and only the prompts evolve, for as many scorings as the search would make (the prompt-only "
         "ablation)")
+    proposer: str | None = Field(None, description="the model that proposes template rewrites (a model.name); "
+                                 "default: the recipe's model")
     seed: int = 0
 
     @model_validator(mode="after")

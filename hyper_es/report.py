@@ -12,6 +12,7 @@ from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
+from hyper_es.tasks.proposals import proposal_cost
 
 
 PROMPTED = {"hyper-es": "search", "es": "es"}  # a <row>+prompt's kind -> the run folder that holds its prompt.json
@@ -112,9 +113,12 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
+    proposer = proposal_cost(run_dir) if (search_dir / PROMPT_FILE).is_file() else (0, 0.0)  # co-evolution's rewrites
+    seconds = result.get("stage_seconds", result.get("search_seconds"))
     search = {"generations": len(log), "evals": result.get("evals"),
-              "seconds": result.get("stage_seconds", result.get("search_seconds")),
-              "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0),
+              "seconds": None if seconds is None else seconds + proposer[1],
+              "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0)
+              + proposer[0],
               "val_tokens": result.get("val_tokens", 0),
               "rows": result.get("rows"), "scan": result.get("scale_scan") or {}}  # fitness tokens: generations + scan
     out, ctx = [], {"dirs": dirs, "search": search, "val": selection_costs(run_dir, rows)}

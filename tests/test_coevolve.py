@@ -242,7 +242,8 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
     (tmp_path / "run/search/prompt.json").write_text(json.dumps({
         "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
     seen, real = {}, final.prompted
-    monkeypatch.setattr(final, "prompted", lambda r, tasks, row: seen.setdefault(row.name, real(r, tasks, row)))
+    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
+        row.name, real(r, tasks, row, run_dir)))
     report = evaluate_and_report(recipe, tmp_path / "run", "hf")
 
     rows = {r["name"]: r for r in report["rows"]}
@@ -377,7 +378,8 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
     (tmp_path / "run/es/config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
     saved = json.loads((tmp_path / "run/es/prompt.json").read_text())
     seen, real = {}, final.prompted
-    monkeypatch.setattr(final, "prompted", lambda r, tasks, row: seen.setdefault(row.name, real(r, tasks, row)))
+    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
+        row.name, real(r, tasks, row, run_dir)))
     report = evaluate_and_report(recipe, tmp_path / "run", "hf")
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["es+prompt"]["kind"] == "es" and rows["es+prompt"]["search_tokens"] == rows["es"]["search_tokens"] > 0

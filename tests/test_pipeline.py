@@ -351,3 +351,31 @@ def test_analyze_sparsity_on_the_run(tiny_run, tmp_path):
     assert json.loads((tmp_path / "sp" / "sparsity.json").read_text())["rows"] == sp["rows"]
     bad = CliRunner().invoke(app, ["analyze", "sparsity", str(run_dir), "--out", str(tmp_path / "x"), "--rows", "nope"])
     assert bad.exit_code == 2 and "no adapter for row 'nope'" in bad.output
+
+
+def test_decide_save_adds_a_newer_row_to_a_finished_stages_record(tiny_run, tmp_path):
+    """`bench/decide.py --save` on a stage rebuilt here: a row the committed record lacks (a newer row kind) is added,
+    and the committed report is made again from the committed artefacts, so each cost stays the one measured."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import decide
+
+    recipe, run_dir, report = tiny_run
+    dest = tmp_path / "committed"
+    decide.copy_artefacts(run_dir, dest)
+    (dest / "eval" / "search-start.json").unlink()  # recorded before the row existed
+    old = json.loads((dest / "report.json").read_text())
+    old["rows"] = [r for r in old["rows"] if r["name"] != "search-start"]
+    (dest / "report.json").write_text(json.dumps(old))
+    manifest = dest / "directions" / "dir-0" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**m, "wall_seconds": m["wall_seconds"] + 1000.0}))  # measured on another machine
+    decide.add_rows(run_dir, dest)
+    again = json.loads((dest / "report.json").read_text())
+    rows, here = {r["name"]: r for r in again["rows"]}, {r["name"]: r for r in report["rows"]}
+    assert list(rows) == list(here) and (dest / "eval" / "search-start.json").is_file()
+    assert rows["search-start"]["wall_s"] == pytest.approx(here["search-start"]["wall_s"] + 1000.0)  # committed times
+    assert all(rows[n]["results"] == here[n]["results"] for n in rows)
+    decide.add_rows(run_dir, dest)  # nothing left to add: the record stays as it is
+    assert json.loads((dest / "report.json").read_text()) == again

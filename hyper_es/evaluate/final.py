@@ -220,7 +220,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
                       key=lambda r: FIRST.index(r.kind) if r.kind in FIRST else len(FIRST))
         for row in todo:
-            results = score_test_sets(*engine_for(row), prompted(recipe, tasks, row), e, pass_k=row.pass_k)
+            results = score_test_sets(*engine_for(row), prompted(recipe, tasks, row, run_dir), e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
                 {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
             write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
@@ -235,15 +235,18 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
              **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val else {})} for r in rows]
 
 
-def prompted(recipe: Recipe, tasks: list[Task], row: Row) -> list[Task]:
-    """`tasks` as the row's prompt renders them (the tasks' own prompts for a row without one)."""
+def prompted(recipe: Recipe, tasks: list[Task], row: Row, run_dir: Path) -> list[Task]:
+    """`tasks` as the row's prompt renders them (the tasks' own prompts for a row without one), with the run's
+    proposed template rewrites if the recipe asked for them."""
     if row.prompt is None:
         return tasks
     from hyper_es.tasks.prompt_genome import task_prompts
+    from hyper_es.tasks.proposals import with_proposals
 
     if recipe.coevolve is None:
         raise DataError(f"row {row.name}: the run co-evolved a prompt ({PROMPT_FILE}), but the recipe has no "
                         f"coevolve section to render it; use the run's own recipe.yaml")
+    recipe = with_proposals(recipe, run_dir)
     prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
     by_name = {t.name: t for t in prompts.tasks_for(prompts.from_json(row.prompt, f"row {row.name}'s {PROMPT_FILE}"))}
     return [by_name[t.name] for t in tasks]

@@ -15,12 +15,17 @@ run is the parameter-only run.
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 from hyper_es.errors import DataError
+from hyper_es.io import write_json_atomic
 from hyper_es.tasks.prompt_genome import Prompt, TaskPrompts, task_prompts
+from hyper_es.tasks.proposals import PROPOSALS, asked, propose, with_proposals
 
+logger = logging.getLogger(__name__)
 Genes = dict[str, Prompt]  # one prompt of the population: task name -> its genes
 
 
@@ -161,3 +166,28 @@ def coevolution(recipe, inner, tasks: list) -> Coevolution:
     """The recipe's co-evolution around `inner`, over the prompt genes of those of `tasks` it names."""
     prompts = task_prompts(recipe, tasks)
     return Coevolution(inner, prompts.genomes, tasks, recipe.coevolve)
+
+
+def proposed(recipe, run_dir, backend: str):
+    """The recipe with the run's proposed template rewrites (`coevolve.tasks.<task>.propose`): asked for once, from
+    the proposer served by `backend` (started and closed here, before the stage's own engine), then read from
+    RUN/proposals.json."""
+    ask = asked(recipe)
+    path = Path(run_dir) / PROPOSALS
+    if ask["tasks"] and not path.is_file():
+        from hyper_es.engine import make_generator
+
+        c, m = recipe.coevolve, recipe.model
+        own = c.proposer is None  # the recipe's model: its revision and dtype
+        gen, tok = make_generator(backend, ask["model"], model_dtype=m.dtype if own else None, seed=ask["seed"],
+                                  max_model_len=m.max_model_len, revision=m.revision if own else None,
+                                  trust_remote_code=m.trust_remote_code if own else False)
+        try:
+            record = propose(recipe, gen, tok)
+        finally:
+            gen.close()
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, record)
+        logger.info("proposer %s: %s", ask["model"], ", ".join(
+            f"{t}: {len(r['kept'])} of {len(r['proposals'])} rewrites kept" for t, r in record["tasks"].items()))
+    return with_proposals(recipe, run_dir)

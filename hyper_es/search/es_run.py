@@ -25,7 +25,7 @@ from hyper_es.recipe import Recipe
 from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.search.es_strategy import ESStrategy
 from hyper_es.search.loop import drive, score_generation
-from hyper_es.search.coevolve import coevolution
+from hyper_es.search.coevolve import coevolution, proposed
 from hyper_es.search.start import guard_decision
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
@@ -136,6 +136,8 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
             save_file({n: t.contiguous() for n, t in row_update(run_dir, recipe.es.start, recipe).items()},
                       str(start_file))
     result = finished(out, recipe.es.population)  # no engine for a finished run
+    if result is None:  # co-evolution's template rewrites, if asked for: before the engine
+        recipe = proposed(recipe, run_dir, backend or recipe.eval.backend)
     with contextlib.ExitStack() as stack:
         if result is None and recipe.executor.kind == "ray":  # members spread over a pool of ES engines (updates go to all)
             from hyper_es.fitness.pool import engine_pool

@@ -27,7 +27,7 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.merging import recipe_genome
 from hyper_es.recipe import Recipe
 from hyper_es.search.driver import CHECKPOINT, Budget, CMASearch, FixedWeights
-from hyper_es.search.coevolve import coevolution
+from hyper_es.search.coevolve import coevolution, proposed
 from hyper_es.search.loop import drive, generation_scores, score_generation
 from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
@@ -47,8 +47,9 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
     run_dir = Path(run_dir)
     out = run_dir / "search"
-    s, m = recipe.search, recipe.merge
     backend = backend or recipe.eval.backend
+    recipe = proposed(recipe, run_dir, backend)  # co-evolution's template rewrites, if asked for: before the engine
+    s, m = recipe.search, recipe.merge
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
     ds = DirectionSet.from_run(run_dir)
     if Path(ds.base_path).resolve() != Path(base).resolve():
