@@ -39,9 +39,12 @@ class Replies:
         return [[self.tok(t, add_special_tokens=False)["input_ids"] for t in self.texts[: sampling.n]]]
 
 
-def _recipe(tmp_path, propose=3, **coevolve):
+def _recipe(tmp_path, propose=3, directions=False, **coevolve):
+    """The small search recipe with a proposer; its directions are trained only where a test searches."""
     from test_search_run import small_search_recipe
 
+    if not directions:
+        (tmp_path / "run" / "directions").mkdir(parents=True, exist_ok=True)  # small_search_recipe: nothing to collect
     name = small_search_recipe(tmp_path).tasks[0].name
     space = {"templates": ["Sum: {question}"], "max_shots": 0, "propose": propose}
     return small_search_recipe(tmp_path, coevolve={"tasks": {name: space}, "population": 3, "pairs": 2, "seed": 1,
@@ -95,7 +98,8 @@ def test_a_search_proposes_once_and_the_evaluation_renders_a_proposed_template(t
     from hyper_es.search.run import search
     from hyper_es.tasks import Task
 
-    recipe, name = _recipe(tmp_path)
+    recipe, name = _recipe(tmp_path, directions=True)
+    recipe.search.max_generations = 1
     run = tmp_path / "run"
     search(recipe, run, backend="hf", score_test=False)
     record = json.loads((run / PROPOSALS).read_text())
