@@ -289,13 +289,24 @@ def run_equal(args, seed: int, lr: float) -> Path:
 
 
 def copy_artefacts(run_dir: Path, dest: Path) -> None:
+    """The stage's artefacts to `dest`. A job the record already holds, retrained here bit for bit (a stage resumed
+    on another machine), keeps its first manifest, and the report is then made again from the record, so the
+    stage's costs are the times first measured, not a retrain's."""
     rels = COPY + [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("eval/**/*.json"))
                    if "engine" not in p.parts]
     rels += [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("directions/*/manifest.json"))]
+    kept = False
     for rel in rels:
-        if (run_dir / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(run_dir / rel, dest / rel)
+        if not (run_dir / rel).is_file():
+            continue
+        if rel.startswith("directions/") and (dest / rel).is_file() and all(
+                read_json(dest / rel, "").get(k) == read_json(run_dir / rel, "").get(k) for k in SAME_JOB):
+            kept = True
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(run_dir / rel, dest / rel)
+    if kept and (run_dir / "report.json").is_file():
+        remake_report(run_dir, dest)
 
 
 def chosen_lr(args, seed: int) -> float:
@@ -369,10 +380,6 @@ def add_rows(run_dir: Path, dest: Path) -> None:
     """Rows a finished stage's committed record lacks (a row kind added since, evaluated here on the rebuilt run):
     their test records go to `dest`, and its report is made again from the committed artefacts alone (manifests,
     search log, validation scorings), so every cost stays the one measured when the stage ran."""
-    import hyper_es as hx
-    from hyper_es.evaluate.final import VALIDATED, _read_row, _read_val
-    from hyper_es.report import run_report, write_report
-
     if not (run_dir / "report.json").is_file():
         return
     names = [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
@@ -381,12 +388,22 @@ def add_rows(run_dir: Path, dest: Path) -> None:
         return
     for n in new:
         shutil.copy2(run_dir / "eval" / f"{n}.json", dest / "eval" / f"{n}.json")
+    remake_report(run_dir, dest)
+    logger.info("%s: rows %s added; its report made again from the committed artefacts", dest, ", ".join(new))
+
+
+def remake_report(run_dir: Path, dest: Path) -> None:
+    """`dest`'s report made from its own artefacts (the rows of `run_dir`'s report, in its order)."""
+    import hyper_es as hx
+    from hyper_es.evaluate.final import VALIDATED, _read_row, _read_val
+    from hyper_es.report import run_report, write_report
+
+    names = [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
     rows = []
     for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
         row = _read_row(dest / "eval" / f"{n}.json")
         rows.append({**row, **({"val": _read_val(dest / "eval", n)} if row["kind"] in VALIDATED else {})})
     write_report(dest, run_report(hx.load_recipe(dest / "recipe.yaml"), dest, rows))
-    logger.info("%s: rows %s added; its report made again from the committed artefacts", dest, ", ".join(new))
 
 
 def summarize(args) -> None:

@@ -379,3 +379,28 @@ def test_decide_save_adds_a_newer_row_to_a_finished_stages_record(tiny_run, tmp_
     assert all(rows[n]["results"] == here[n]["results"] for n in rows)
     decide.add_rows(run_dir, dest)  # nothing left to add: the record stays as it is
     assert json.loads((dest / "report.json").read_text()) == again
+
+
+def test_decide_save_keeps_the_first_measured_jobs_of_a_resumed_stage(tiny_run, tmp_path):
+    """A stage resumed on another machine retrains its jobs bit for bit: `--save` keeps the manifests first
+    measured (and makes the report from them), but takes a job that is not the same one."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import decide
+
+    recipe, run_dir, report = tiny_run
+    first, here = tmp_path / "committed", tmp_path / "here"
+    decide.copy_artefacts(run_dir, first)
+    shutil.copytree(first, here)
+    rel = Path("directions/dir-0/manifest.json")
+    m = json.loads((here / rel).read_text())
+    (here / rel).write_text(json.dumps({**m, "wall_seconds": m["wall_seconds"] + 500.0}))  # the retrain's time
+    decide.copy_artefacts(here, first)
+    assert json.loads((first / rel).read_text()) == m
+    rows = {r["name"]: r["wall_s"] for r in json.loads((first / "report.json").read_text())["rows"]}
+    assert rows == {r["name"]: r["wall_s"] for r in report["rows"]}
+    (here / rel).write_text(json.dumps({**m, "reward_curve": [0.0] * len(m["reward_curve"])}))  # another job
+    decide.copy_artefacts(here, first)
+    assert json.loads((first / rel).read_text())["reward_curve"] == [0.0] * len(m["reward_curve"])
