@@ -294,14 +294,11 @@ def copy_artefacts(run_dir: Path, dest: Path) -> None:
     stage's costs are the times first measured, not a retrain's."""
     rels = COPY + [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("eval/**/*.json"))
                    if "engine" not in p.parts]
-    rels += [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("directions/*/manifest.json"))]
-    kept = False
-    for rel in rels:
-        if not (run_dir / rel).is_file():
-            continue
-        if rel.startswith("directions/") and (dest / rel).is_file() and all(
-                read_json(dest / rel, "").get(k) == read_json(run_dir / rel, "").get(k) for k in SAME_JOB):
-            kept = True
+    jobs = [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("directions/*/manifest.json"))]
+    kept = [rel for rel in jobs if (dest / rel).is_file() and all(
+        read_json(dest / rel, "").get(k) == read_json(run_dir / rel, "").get(k) for k in SAME_JOB)]
+    for rel in rels + jobs:
+        if not (run_dir / rel).is_file() or rel in kept or (kept and rel == "geometry.json"):  # first measured
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(run_dir / rel, dest / rel)
