@@ -303,7 +303,7 @@ def copy_artefacts(run_dir: Path, dest: Path) -> None:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(run_dir / rel, dest / rel)
     if kept and (run_dir / "report.json").is_file():
-        remake_report(run_dir, dest)
+        remake_report(report_rows(run_dir), dest)
 
 
 def chosen_lr(args, seed: int) -> float:
@@ -379,23 +379,26 @@ def add_rows(run_dir: Path, dest: Path) -> None:
     search log, validation scorings), so every cost stays the one measured when the stage ran."""
     if not (run_dir / "report.json").is_file():
         return
-    names = [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
+    names = report_rows(run_dir)
     new = [n for n in names if not (dest / "eval" / f"{n}.json").is_file() and (run_dir / "eval" / f"{n}.json").is_file()]
     if not new:
         return
     for n in new:
         shutil.copy2(run_dir / "eval" / f"{n}.json", dest / "eval" / f"{n}.json")
-    remake_report(run_dir, dest)
+    remake_report(names, dest)
     logger.info("%s: rows %s added; its report made again from the committed artefacts", dest, ", ".join(new))
 
 
-def remake_report(run_dir: Path, dest: Path) -> None:
-    """`dest`'s report made from its own artefacts (the rows of `run_dir`'s report, in its order)."""
+def report_rows(run_dir: Path) -> list[str]:
+    return [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
+
+
+def remake_report(names: list[str], dest: Path) -> None:
+    """`dest`'s report made from its own artefacts, with the rows `names` (in that order) that it holds."""
     import hyper_es as hx
     from hyper_es.evaluate.final import VALIDATED, _read_row, _read_val
     from hyper_es.report import run_report, write_report
 
-    names = [r["name"] for r in read_json(run_dir / "report.json", "").get("rows", [])]
     rows = []
     for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
         row = _read_row(dest / "eval" / f"{n}.json")

@@ -113,7 +113,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     log = _read_log(search_dir / "generations.jsonl")
     result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
               if (search_dir / "result.json").is_file() else {})
-    proposer = proposal_cost(run_dir) if (search_dir / PROMPT_FILE).is_file() else (0, 0.0)  # co-evolution's rewrites
+    proposer = proposal_cost(run_dir, "search")  # co-evolution's template rewrites
     seconds = result.get("stage_seconds", result.get("search_seconds"))
     search = {"generations": len(log), "evals": result.get("evals"),
               "seconds": None if seconds is None else seconds + proposer[1],

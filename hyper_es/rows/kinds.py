@@ -15,7 +15,6 @@ from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
-from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposal_cost
 
 Cost = tuple  # (optimizer steps, train tokens, search tokens, select tokens, wall seconds); None where unknown
@@ -103,8 +102,7 @@ def _es_cost(run_dir, row, ctx) -> Cost:
     steps, tokens, wall = ((0, 0, 0.0) if start == "base" else jobs_cost(run_dir, ["baseline"])
                            if start == "baseline" else directions_cost(run_dir, ctx["dirs"]))
     # co-evolution's template rewrites (one file a run; in the search's cost already when ES starts from it)
-    counted = start == "hyper-es" and (Path(run_dir) / "search" / PROMPT_FILE).is_file()
-    proposer = proposal_cost(run_dir) if (Path(run_dir) / "es" / PROMPT_FILE).is_file() and not counted else (0, 0.)
+    proposer = (0, 0.0) if start == "hyper-es" and proposal_cost(run_dir, "search")[0] else proposal_cost(run_dir, "es")
     search_tokens = es.get("tokens", 0) + proposer[0] + (search["tokens"] if start == "hyper-es" else 0)
     wall += (es.get("seconds") or 0.0) + proposer[1] + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
     select = es.get("val_tokens", 0) + (search["val_tokens"] if start == "hyper-es" else 0)

@@ -17,6 +17,7 @@ from hyper_es.errors import DataError
 from hyper_es.io import read_json
 from hyper_es.sampling import Sampling
 from hyper_es.tasks import prompts
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 PROPOSALS = "proposals.json"
 ASK = ("Rewrite the instruction below for the same problems, so that a student answers them correctly. Keep every "
@@ -114,10 +115,11 @@ def with_proposals(recipe, run_dir: str | Path | None):
     return recipe.model_copy(update={"coevolve": c.model_copy(update={"tasks": spaces})})
 
 
-def proposal_cost(run_dir: str | Path) -> tuple[int, float]:
-    """(generated tokens, seconds) the proposer spent for this run; (0, 0) without proposals."""
+def proposal_cost(run_dir: str | Path, stage: str) -> tuple[int, float]:
+    """(generated tokens, seconds) the proposer spent for this run, charged to the stage (`search` or `es`) that
+    co-evolved a prompt (its prompt.json); (0, 0) otherwise."""
     path = Path(run_dir) / PROPOSALS
-    if not path.is_file():
+    if not path.is_file() or not (Path(run_dir) / stage / PROMPT_FILE).is_file():
         return 0, 0.0
     data = read_json(path, "delete it to propose again")
     return int(data.get("tokens", 0)), float(data.get("seconds", 0.0))
