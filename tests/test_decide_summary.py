@@ -64,8 +64,11 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     assert vs["hyper-es - scaled"]["trained"]["diff"] == pytest.approx(0.1)
     assert vs["hyper-es - grpo-equal-compute"]["trained"]["diff"] == pytest.approx(-0.1)
     assert s["pooled"]["hyper-es - baseline-best"]["trained"]["seed_mean"] == pytest.approx(0.2)
+    # seeds ahead by point estimate, and seeds whose own CI is above 0 (6 of 10 over the base: the CI is too)
+    assert s["pooled"]["hyper-es - base"]["trained"]["seeds_ci_above_0"] == 1
     g = s["goal"]["hyper-es"]
     assert g["strongest_control"] == "grpo-equal-compute" and g["status"] == "incomplete"
+    assert (g["seeds_ahead"], g["seeds_ci_above_0"]) == (0, 0)
     assert g["steps_ratio_max"] == pytest.approx(24 / 27) and g["steps_at_most_90pct"]
     assert s["goal"]["hyper-es-difficulty"]["status"] == "incomplete"
     text = ds.markdown(s, tmp_path)
