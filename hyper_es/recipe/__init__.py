@@ -1,0 +1,41 @@
+"""Recipe schema: one validated YAML file drives the whole pipeline. `fields` (base model, field types) → `data`
+(sources, prompt, task) → `training` (model, gradient jobs, merge) → `search` (search, ES, evaluation, executor,
+co-evolution) → `schema` (the Recipe) → `load` (YAML in, one line per error out)."""
+
+from hyper_es.recipe.data import (
+    SOURCE_TAGS,
+    BuiltinSource,
+    FileSource,
+    HFSource,
+    PromptConfig,
+    ReasoningGymSource,
+    Source,
+    TaskConfig,
+)
+from hyper_es.recipe.fields import Strict
+from hyper_es.recipe.load import (
+    format_validation_error,
+    load_recipe,
+    load_run_recipe,
+    pin_run_partitions,
+    recipe_from_dict,
+)
+from hyper_es.recipe.schema import Recipe
+from hyper_es.recipe.search import (
+    CoevolveConfig,
+    ESConfig,
+    EvalConfig,
+    ExecutorConfig,
+    PromptSpace,
+    Resources,
+    SearchConfig,
+)
+from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraConfig, MergeConfig, ModelConfig
+
+__all__ = [
+    "METHODS", "SOURCE_TAGS", "BuiltinSource", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig",
+    "FileSource", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
+    "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "Source", "Strict",
+    "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "pin_run_partitions",
+    "recipe_from_dict",
+]

@@ -1,0 +1,82 @@
+"""The recipe: one validated YAML file drives the whole pipeline (tasks → directions → merge → search → eval)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, PrivateAttr, model_validator
+
+from hyper_es.recipe.data import TaskConfig
+from hyper_es.recipe.fields import PosInt, Strict
+from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, SearchConfig
+from hyper_es.recipe.training import GradientConfig, MergeConfig, ModelConfig
+
+
+class Recipe(Strict):
+    name: str
+    model: ModelConfig
+    tasks: list[TaskConfig] = Field(min_length=1)
+    gradient: GradientConfig = Field(default_factory=GradientConfig)
+    merge: MergeConfig = Field(default_factory=MergeConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    es: ESConfig = Field(default_factory=ESConfig)
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    coevolve: CoevolveConfig | None = Field(None, description="co-evolve prompts with the parameters (none: fixed)")
+    method: Literal["hyper-es", "es"] = Field(
+        "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
+        "search), or full-parameter ES (the `es` section)")
+    threads: PosInt = Field(1, description="torch intra-op threads (1 when another process shares the cores)")
+
+    _path: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _cross_refs(self) -> Recipe:
+        if self.method == "es" and self.es.start == "hyper-es":
+            raise ValueError("@es.start: hyper-es needs method: hyper-es (a method: es run has no search); "
+                             "expected base or baseline")
+        names = [t.name for t in self.tasks]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"@tasks: task names must be unique; repeated: {', '.join(dup)}")
+        for stage, split in (("gradient", "train"), ("search", "val")):
+            for i, ref in enumerate(getattr(self, stage).tasks or []):
+                if ref not in names:
+                    raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
+                if getattr(self.task(ref), split) is None:
+                    raise ValueError(f"@{stage}.tasks[{i}]: task '{ref}' has no {split} split")
+        for i, ref in enumerate(self.eval.pass_k_tasks or []):
+            if ref not in names or self.task(ref).test is None:
+                raise ValueError(f"@eval.pass_k_tasks[{i}]: '{ref}' is not a task with a test split; expected one of: "
+                                 f"{', '.join(t.name for t in self.tasks if t.test is not None)}")
+        for ref in self.coevolve.tasks if self.coevolve else []:
+            if ref not in names:
+                raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
+            if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
+                raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
+                                 f"but task '{ref}' has none; expected 0")
+        g, trained = self.gradient, self.training_task_names()
+        if "task" in g.vary and trained and g.directions % len(trained):
+            raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "
+                             f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")
+        return self
+
+    def training_task_names(self) -> list[str]:
+        """The gradient stage's tasks: `gradient.tasks`, else every task with a train split."""
+        return self.gradient.tasks or [t.name for t in self.tasks if t.train is not None]
+
+    @property
+    def base_dir(self) -> Path:
+        """Folder that relative paths in the recipe are resolved against."""
+        return self._path.parent if self._path else Path.cwd()
+
+    def task(self, name: str) -> TaskConfig:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        raise KeyError(f"unknown task '{name}'; expected one of: {', '.join(t.name for t in self.tasks)}")
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
