@@ -52,6 +52,7 @@ COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/gene
         "directions/difficulty.json", "equal_compute.json", "search/prompt.json", "scale_fit.json"]
 RESTORED = ("search", "eval", "directions/difficulty.json")  # what a new machine takes back from the artefacts
 SAME_JOB = ("optimizer_steps", "seen_tokens", "token_curve", "reward_curve")
+WEIGHT_ANALYSES = ("geometry.json", "scale_fit.json")  # of the jobs' weights: a retrain's differ in the last digits
 SHARED_ROWS = ("base", "baseline", "baseline@*", "scaled", "scaled@*")  # the same weights in every folder of a seed
 DIFFICULTY = {"gradient.directions_from": "jobs", "gradient.vary": ["difficulty", "seed"]}
 # Co-evolution (issue 22): generic prompt genes, nothing about these tasks (the task's own prompt is gene 0), a
@@ -291,14 +292,14 @@ def run_equal(args, seed: int, lr: float) -> Path:
 def copy_artefacts(run_dir: Path, dest: Path) -> None:
     """The stage's artefacts to `dest`. A job the record already holds, retrained here bit for bit (a stage resumed
     on another machine), keeps its first manifest, and the report is then made again from the record, so the
-    stage's costs are the times first measured, not a retrain's."""
+    stage's costs are the times first measured, not a retrain's; the analyses of its weights stay first measured too."""
     rels = COPY + [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("eval/**/*.json"))
                    if "engine" not in p.parts]
     jobs = [str(p.relative_to(run_dir)) for p in sorted(run_dir.glob("directions/*/manifest.json"))]
     kept = [rel for rel in jobs if (dest / rel).is_file() and all(
         read_json(dest / rel, "").get(k) == read_json(run_dir / rel, "").get(k) for k in SAME_JOB)]
     for rel in rels + jobs:
-        if not (run_dir / rel).is_file() or rel in kept or (kept and rel == "geometry.json"):  # first measured
+        if not (run_dir / rel).is_file() or rel in kept or (kept and rel in WEIGHT_ANALYSES and (dest / rel).is_file()):
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(run_dir / rel, dest / rel)

@@ -397,8 +397,10 @@ def test_decide_save_keeps_the_first_measured_jobs_of_a_resumed_stage(tiny_run, 
     rel = Path("directions/dir-0/manifest.json")
     m = json.loads((here / rel).read_text())
     (here / rel).write_text(json.dumps({**m, "wall_seconds": m["wall_seconds"] + 500.0}))  # the retrain's time
+    geometry = (first / "geometry.json").read_text()
+    (here / "geometry.json").write_text(json.dumps({"retrained": True}))  # a retrain's last digits
     decide.copy_artefacts(here, first)
-    assert json.loads((first / rel).read_text()) == m
+    assert json.loads((first / rel).read_text()) == m and (first / "geometry.json").read_text() == geometry
     rows = {r["name"]: r["wall_s"] for r in json.loads((first / "report.json").read_text())["rows"]}
     assert rows == {r["name"]: r["wall_s"] for r in report["rows"]}
     (here / rel).write_text(json.dumps({**m, "reward_curve": [0.0] * len(m["reward_curve"])}))  # another job
