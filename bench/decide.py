@@ -73,12 +73,12 @@ def folders(root: Path, seed: int, lr: float) -> dict[str, Path]:
             "equal": main.with_name(main.name + "-equal")}
 
 
-def link_shared(src: Path, dest: Path, *, baseline: bool, extra: tuple[str, ...] = ()) -> None:
-    """Hard links to the main run's baseline (directions/baseline) and its shared rows' evaluation files (and the
-    `extra` rows', where the folders share those weights too)."""
+def link_shared(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...] = SHARED_ROWS) -> None:
+    """Hard links to the main run's baseline (directions/baseline) and the evaluation files of `rows`: only rows whose
+    weights `dest` shares (a folder that trains its own baseline shares the base alone)."""
     if baseline and not (dest / "directions" / "baseline").exists():
         shutil.copytree(src / "directions" / "baseline", dest / "directions" / "baseline", copy_function=os.link)
-    for pattern in (*SHARED_ROWS, *extra):
+    for pattern in rows:
         for sub in ("eval", "eval/val"):
             for f in (src / sub).glob(f"{pattern}.json"):
                 target = dest / sub / f.name
@@ -199,7 +199,7 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
         folder = main.with_name(f"{main.name}-coevolve-{arm}")
         if not (folder / "directions").is_dir():
             shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
-        link_shared(main, folder, baseline=False, extra=("uniform",))  # the same weights as the main run's rows
+        link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform"))  # main's directions, copied above
         for rel in ("geometry.json", "search/scale_scan.json"):
             if not (folder / rel).is_file():
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -283,7 +283,7 @@ def run_equal(args, seed: int, lr: float) -> Path:
     main = run_main(args, seed, lr)  # the stage builds on the main run (on a new machine: retrained, then taken back)
     folder = train_equal(args, seed, lr)
     recipe, _ = equal_recipe(args, seed, lr)
-    link_shared(main, folder, baseline=False)  # the base's records (no training shared)
+    link_shared(main, folder, baseline=False, rows=("base",))  # its own baseline: only the base is shared
     restore(args.results / f"seed{seed}" / "equal", folder)
     evaluate_and_report(recipe, folder, None)
     return folder

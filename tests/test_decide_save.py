@@ -28,3 +28,21 @@ def test_save_copies_running_stages_and_keeps_finished_ones(tmp_path):
     assert json.loads((results / "seed0" / "difficulty" / "report.json").read_text()) == {"wall": 3.0}
     assert (results / "seed0" / "difficulty" / "search" / "checkpoint.json").is_file()
     assert json.loads((results / "seed0" / "lr_grid.json").read_text())["chosen"] == 5e-4
+
+
+def test_a_stage_with_its_own_baseline_shares_only_the_base_records(tmp_path):
+    """grpo-equal-compute trains its own baseline under the same row names (baseline, baseline@N): the main run's
+    records of those rows are other weights and must not be linked in; the difficulty stage shares them all."""
+    main, equal, difficulty = tmp_path / "main", tmp_path / "equal", tmp_path / "difficulty"
+    for sub in ("eval", "eval/val"):
+        (main / sub).mkdir(parents=True)
+        for name in ("base", "baseline", "baseline@3", "scaled", "scaled@0.5"):
+            (main / sub / f"{name}.json").write_text("{}")
+    (main / "directions" / "baseline").mkdir(parents=True)
+    (main / "directions" / "baseline" / "manifest.json").write_text("{}")
+    decide.link_shared(main, equal, baseline=False, rows=("base",))
+    assert sorted(p.name for p in (equal / "eval").rglob("*.json")) == ["base.json", "base.json"]
+    assert not (equal / "directions").exists()
+    decide.link_shared(main, difficulty, baseline=True)
+    assert len(list((difficulty / "eval").rglob("*.json"))) == 10
+    assert (difficulty / "directions" / "baseline" / "manifest.json").is_file()
