@@ -37,7 +37,9 @@ COEVOLVE_PAIRS = (("coevolution", "hyper-es"), ("coevolution", "prompt-only"), (
                   ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"))
 # What the search adds over its start, and whether its start alone (directions + one scanned scale) is enough.
 ABLATIONS = (*((m, f"{m}-start") for m in METHODS), *((f"{m}-start", c) for m in METHODS for c in CONTROLS))
-PAIRS = (*((m, c) for m in METHODS for c in REFS), *ABLATIONS, *COEVOLVE_PAIRS)
+# What more compute per step buys the baseline, against its tuned early stop (a control against a control).
+CONTROL_PAIRS = (("grpo-equal-compute", "baseline-best"),)
+PAIRS = (*((m, c) for m in METHODS for c in REFS), *ABLATIONS, *CONTROL_PAIRS, *COEVOLVE_PAIRS)
 PASS_K = ("pass@1", "pass@8")
 TRANSFER = "gsm8k"
 
