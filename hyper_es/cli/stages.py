@@ -1,10 +1,8 @@
-"""`hyper-es` command line. User errors print one line per problem and exit 2, with no traceback."""
+"""The pipeline's commands: check, collect, run, es, search, eval."""
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -12,64 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.errors import HyperESError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
-analyze = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity, scale fit.")
-app.add_typer(analyze, name="analyze")
-logger = logging.getLogger("hyper_es")
-
-
-def _fail(msg: str) -> None:
-    typer.echo("\n".join(f"error: {line}" for line in msg.splitlines() or ["(no message)"]), err=True)
-    raise typer.Exit(2)
-
-
-def command(*args, group: typer.Typer | None = None, **kwargs):
-    """`app.command` inside the one error boundary: a HyperESError (bad recipe, model, data, run folder, engine
-    refusal) prints one line per problem and exits 2; anything else is a bug and keeps its traceback."""
-    def deco(fn):
-        @functools.wraps(fn)
-        def guarded(*a, **kw):
-            try:
-                return fn(*a, **kw)
-            except HyperESError as exc:
-                _fail(str(exc))
-
-        return (group or app).command(*args, **kwargs)(guarded)
-
-    return deco
-
-
-def _backend(backend: str | None, *, required: bool = False) -> None:
-    if (backend is not None or required) and backend not in ("vllm", "hf"):
-        _fail(f"--backend: expected vllm or hf, got '{backend}'")
-
-
-def _ints(text: str, opt: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        vals = ()
-    if not vals or min(vals) < 1:
-        _fail(f"{opt}: expected comma-separated positive integers like 1,8; got '{text}'")
-    return vals
-
-
-@app.callback()
-def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False) -> None:
-    import signal
-
-    from hyper_es.progress import setup_logging
-
-    setup_logging(verbose)
-    # SIGTERM unwinds like Ctrl-C, so engines are shut down (vLLM's EngineCore would otherwise outlive us) and
-    # stages stop between atomic writes; a re-run resumes.
-    signal.signal(signal.SIGTERM, _terminate)
-
-
-def _terminate(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+from hyper_es.cli.app import _backend, _fail, _ints, command, logger
 
 
 @command()
@@ -206,81 +147,6 @@ def es_cmd(
                f"({g['better_rows']} rows better, {g['worse_rows']} worse): kept {kept}")
 
 
-@command("coverage", group=analyze)
-def coverage_cmd(
-    runs: Annotated[list[Path], typer.Argument(help="run folders with evaluated rows (RUN/eval)")],
-    out: Annotated[Path, typer.Option(help="folder for coverage.json and the PNG figures")],
-) -> None:
-    """Pass@k curves k = 1…n, per-problem solve-rate distributions, and problems only one row solves."""
-    from hyper_es.analyze.coverage import analyze_coverage
-
-    result = analyze_coverage(runs, out)
-    for task, t in result["tasks"].items():
-        for name, r in t["rows"].items():
-            typer.echo(f"{task:<12} {name:<24} pass@1 {r['pass_curve'][0]:.3f}  "
-                       f"pass@{t['n']} {r['pass_curve'][-1]:.3f}  solved by this row only: {len(r['only_this_row'])}")
-    typer.echo(f"figures: {', '.join(result['figures'])}")
-
-
-@command("sparsity", group=analyze)
-def sparsity_cmd(
-    run: Annotated[Path, typer.Argument(help="a finished run folder (its recipe.yaml is used)")],
-    out: Annotated[Path, typer.Option(help="folder for sparsity.json and sparsity.png")],
-    rows: Annotated[str, typer.Option(help="rows whose update is cut: hyper-es, es, baseline, baseline@N, dir-k")
-                    ] = "baseline,hyper-es",
-    fractions: Annotated[str, typer.Option(help="fractions of ΔW entries kept (top by magnitude)")
-                         ] = "0.5,0.2,0.1,0.05,0.01",
-    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="test problems per task (default: eval.limit, else all)")] = None,
-) -> None:
-    """Keep the top p of a row's update by magnitude; test accuracy kept at each p, and per-layer update norms."""
-    from hyper_es.analyze.sparsity import analyze_sparsity
-    from hyper_es.recipe import load_run_recipe
-
-    _backend(backend)
-    try:
-        ps = [float(p) for p in fractions.split(",") if p.strip()]
-    except ValueError:
-        ps = []
-    if not ps or not all(0 < p <= 1 for p in ps):
-        _fail(f"--fractions: expected comma-separated numbers in (0, 1] like 0.5,0.1; got '{fractions}'")
-    recipe = load_run_recipe(run)
-    result = analyze_sparsity(recipe, run, [r.strip() for r in rows.split(",") if r.strip()], ps, out,
-                              backend=backend or recipe.eval.backend, limit=limit or recipe.eval.limit)
-    for row, r in result["rows"].items():
-        kept = "  ".join(f"{k} {v['mean']:.3f}" for k, v in r["accuracy"].items())
-        typer.echo(f"{row:<12} {kept}")
-        for k, d in r["paired"].items():
-            typer.echo(f"{'':<12} {k} − full " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_full"])
-                       + "   − base " + "{diff:+.3f} [{low:+.3f}, {high:+.3f}]".format(**d["vs_base"]))
-    typer.echo(f"figures: {', '.join(result['figures'])}")
-
-
-@command("scale-fit", group=analyze)
-def scale_fit_cmd(
-    run: Annotated[Path, typer.Argument(help="a run folder with its adapters (its recipe.yaml is used)")],
-    out: Annotated[Path, typer.Option(help="folder for scale_fit.json")],
-    rows: Annotated[str, typer.Option(help="rows whose update is fitted: hyper-es, es, baseline@N, dir-k")] = "hyper-es",
-    reference: Annotated[str, typer.Option(help="the row whose update is scaled")] = "baseline",
-    block_size: Annotated[Optional[int], typer.Option(help="layers per block (default: merge.layer_group_size)",
-                                                      min=1)] = None,
-) -> None:
-    """How much of a row's update one constant scale of the reference's explains, overall and per block of layers."""
-    from hyper_es.analyze.scale_fit import analyze_scale_fit
-    from hyper_es.recipe import load_run_recipe
-
-    result = analyze_scale_fit(load_run_recipe(run), run, [r.strip() for r in rows.split(",") if r.strip()],
-                               reference, out, block_size)
-    def num(x, spec=".3f"):  # None where the reference (or the row) is zero
-        return "—" if x is None else format(x, spec)
-
-    for row, r in result["rows"].items():
-        typer.echo(f"{row} = s × {reference} + rest: s {num(r['scale'])}, cosine {num(r['cosine'])}, "
-                   f"unexplained {num(r['unexplained'], '.1%')} of ‖ΔW‖²")
-        for b, f in r["blocks"].items():
-            typer.echo(f"  {b:<10} s {num(f['scale'])}  cosine {num(f['cosine'])}  ‖ΔW‖ {f['norm']:.4g}")
-
-
 @command("search")
 def search_cmd(
     recipe: Path,
@@ -296,64 +162,6 @@ def search_cmd(
     for name, row in result["rows"].items():
         test = "" if row["test"] is None else f"  test {row['test']:.3f}"
         typer.echo(f"{name:<10} val {row['val']:.3f}{test}")
-
-
-@command()
-def export(
-    run: Path,
-    format: Annotated[str, typer.Option("--format", help="hf | mergekit | peft")],
-    out: Annotated[Path, typer.Option(help="output folder (hf, peft) or YAML file (mergekit)")],
-    genome: Annotated[Optional[Path], typer.Option(help="genome JSON with values (default: RUN/search/best.json)")] = None,
-    weights: Annotated[Optional[str], typer.Option(help="one global weight per direction: name=w,name=w")] = None,
-    row: Annotated[Optional[str], typer.Option(help="a row of the run's report instead (es, scaled, baseline@15, "
-                                                    "hyper-es+prompt, ...): hf or peft")] = None,
-    rank: Annotated[int, typer.Option(help="LoRA rank for --format peft")] = 16,
-) -> None:
-    """Export a merge of RUN's directions, or one of its report's rows: an HF folder, a mergekit YAML, or a PEFT
-    LoRA adapter (SVD)."""
-    from hyper_es import export as ex
-    from hyper_es.directions import DirectionSet
-    from hyper_es.merging import Genome, global_weights, recipe_genome
-    from hyper_es.recipe import load_recipe
-
-    if format not in ("hf", "mergekit", "peft"):
-        _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
-    if row is not None:
-        if genome or weights:
-            _fail("--row: exports that row's weights; it takes no --genome or --weights")
-        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank)
-        if errors:
-            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
-        typer.echo(f"wrote {out}" + (f" and {prompt} (the co-evolved prompt the row was scored with)" if prompt else ""))
-        return
-    ds = DirectionSet.from_run(run)
-    _, settings = recipe_genome(load_recipe(run / "recipe.yaml"), ds)
-    if weights:
-        try:
-            pairs = {name: float(w) for name, w in (kv.split("=", 1) for kv in weights.split(","))}
-        except ValueError:
-            _fail(f"--weights: expected name=number pairs like dir-0=1,dir-1=0.5; got '{weights}'")
-        if sorted(pairs) != sorted(ds.names):
-            _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
-        g, x = global_weights(ds, pairs)
-    else:
-        path = genome or run / "search" / "best.json"
-        if not path.is_file():
-            _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
-        g, x = Genome.from_json(path)
-        if x is None:
-            _fail(f"{path}: the genome JSON has no values")
-    if format == "hf":
-        ex.export_hf(ds, g, x, settings, out)
-    elif format == "mergekit":
-        ex.export_mergekit(ds, g, x, settings, out)
-    else:
-        errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
-        typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
-    typer.echo(f"wrote {out}")
-    prompt = ex.export_prompt(run / "search", out) if genome is None and not weights else None  # its co-evolved one
-    if prompt:
-        typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")
 
 
 @command("eval")
@@ -423,7 +231,3 @@ def eval_cmd(
                    "results": [{**r.summary(), "records": r.records} for r in results]}
         out.write_text(json.dumps(payload, indent=1))
         logger.info("wrote %s", out)
-
-
-if __name__ == "__main__":
-    app()

@@ -1,0 +1,68 @@
+"""The `hyper-es` app, its error boundary and the helpers its commands share."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Annotated
+
+import typer
+
+from hyper_es.errors import HyperESError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+analyze_app = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity, scale fit.")
+app.add_typer(analyze_app, name="analyze")
+logger = logging.getLogger("hyper_es")
+
+
+def _fail(msg: str) -> None:
+    typer.echo("\n".join(f"error: {line}" for line in msg.splitlines() or ["(no message)"]), err=True)
+    raise typer.Exit(2)
+
+
+def command(*args, group: typer.Typer | None = None, **kwargs):
+    """`app.command` inside the one error boundary: a HyperESError (bad recipe, model, data, run folder, engine
+    refusal) prints one line per problem and exits 2; anything else is a bug and keeps its traceback."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def guarded(*a, **kw):
+            try:
+                return fn(*a, **kw)
+            except HyperESError as exc:
+                _fail(str(exc))
+
+        return (group or app).command(*args, **kwargs)(guarded)
+
+    return deco
+
+
+def _backend(backend: str | None, *, required: bool = False) -> None:
+    if (backend is not None or required) and backend not in ("vllm", "hf"):
+        _fail(f"--backend: expected vllm or hf, got '{backend}'")
+
+
+def _ints(text: str, opt: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        vals = ()
+    if not vals or min(vals) < 1:
+        _fail(f"{opt}: expected comma-separated positive integers like 1,8; got '{text}'")
+    return vals
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False) -> None:
+    import signal
+
+    from hyper_es.progress import setup_logging
+
+    setup_logging(verbose)
+    # SIGTERM unwinds like Ctrl-C, so engines are shut down (vLLM's EngineCore would otherwise outlive us) and
+    # stages stop between atomic writes; a re-run resumes.
+    signal.signal(signal.SIGTERM, _terminate)
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)

@@ -1,0 +1,68 @@
+"""`hyper-es export`: a run's model (merged HF folder or PEFT adapter) with its prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hyper_es.cli.app import _fail, command
+
+
+@command()
+def export(
+    run: Path,
+    format: Annotated[str, typer.Option("--format", help="hf | mergekit | peft")],
+    out: Annotated[Path, typer.Option(help="output folder (hf, peft) or YAML file (mergekit)")],
+    genome: Annotated[Optional[Path], typer.Option(help="genome JSON with values (default: RUN/search/best.json)")] = None,
+    weights: Annotated[Optional[str], typer.Option(help="one global weight per direction: name=w,name=w")] = None,
+    row: Annotated[Optional[str], typer.Option(help="a row of the run's report instead (es, scaled, baseline@15, "
+                                                    "hyper-es+prompt, ...): hf or peft")] = None,
+    rank: Annotated[int, typer.Option(help="LoRA rank for --format peft")] = 16,
+) -> None:
+    """Export a merge of RUN's directions, or one of its report's rows: an HF folder, a mergekit YAML, or a PEFT
+    LoRA adapter (SVD)."""
+    from hyper_es import export as ex
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import Genome, global_weights, recipe_genome
+    from hyper_es.recipe import load_recipe
+
+    if format not in ("hf", "mergekit", "peft"):
+        _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
+    if row is not None:
+        if genome or weights:
+            _fail("--row: exports that row's weights; it takes no --genome or --weights")
+        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank)
+        if errors:
+            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+        typer.echo(f"wrote {out}" + (f" and {prompt} (the co-evolved prompt the row was scored with)" if prompt else ""))
+        return
+    ds = DirectionSet.from_run(run)
+    _, settings = recipe_genome(load_recipe(run / "recipe.yaml"), ds)
+    if weights:
+        try:
+            pairs = {name: float(w) for name, w in (kv.split("=", 1) for kv in weights.split(","))}
+        except ValueError:
+            _fail(f"--weights: expected name=number pairs like dir-0=1,dir-1=0.5; got '{weights}'")
+        if sorted(pairs) != sorted(ds.names):
+            _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
+        g, x = global_weights(ds, pairs)
+    else:
+        path = genome or run / "search" / "best.json"
+        if not path.is_file():
+            _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
+        g, x = Genome.from_json(path)
+        if x is None:
+            _fail(f"{path}: the genome JSON has no values")
+    if format == "hf":
+        ex.export_hf(ds, g, x, settings, out)
+    elif format == "mergekit":
+        ex.export_mergekit(ds, g, x, settings, out)
+    else:
+        errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
+        typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+    typer.echo(f"wrote {out}")
+    prompt = ex.export_prompt(run / "search", out) if genome is None and not weights else None  # its co-evolved one
+    if prompt:
+        typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")
