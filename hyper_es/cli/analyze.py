@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import _backend, _fail, analyze_app, command
+from hyper_es.cli.app import RecipeBackend, _backend, _fail, analyze_app, command
 
 
 @command("coverage", group=analyze_app)
@@ -34,7 +34,7 @@ def sparsity_cmd(
                     ] = "baseline,hyper-es",
     fractions: Annotated[str, typer.Option(help="fractions of ΔW entries kept (top by magnitude)")
                          ] = "0.5,0.2,0.1,0.05,0.01",
-    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    backend: RecipeBackend = None,
     limit: Annotated[Optional[int], typer.Option(help="test problems per task (default: eval.limit, else all)")] = None,
 ) -> None:
     """Keep the top p of a row's update by magnitude; test accuracy kept at each p, and per-layer update norms."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -14,6 +14,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pret
 analyze_app = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity, scale fit.")
 app.add_typer(analyze_app, name="analyze")
 logger = logging.getLogger("hyper_es")
+# --backend of a command that runs a recipe: unset means the recipe's own.
+RecipeBackend = Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")]
 
 
 def _fail(msg: str) -> None:

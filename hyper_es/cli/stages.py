@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import _backend, _fail, _ints, command, logger
+from hyper_es.cli.app import RecipeBackend, _backend, _fail, _ints, command, logger
 
 
 @command()
@@ -114,7 +114,7 @@ def collect(
 def run_cmd(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory (re-running on it resumes every stage)")],
-    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    backend: RecipeBackend = None,
     quick: Annotated[bool, typer.Option(help="scale the recipe down for a first look (minutes on a CPU)")] = False,
 ) -> None:
     """Whole pipeline: directions + GRPO-LoRA baseline → search → final evaluation → RUN/report.json and report.md."""
@@ -134,7 +134,7 @@ def run_cmd(
 def es_cmd(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory (re-running resumes by replaying RUN/es/history.jsonl)")],
-    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    backend: RecipeBackend = None,
 ) -> None:
     """Full-parameter ES (the recipe's `es` section), fitness and guard as the search's."""
     from hyper_es.search.es_run import run_es
@@ -151,7 +151,7 @@ def es_cmd(
 def search_cmd(
     recipe: Path,
     out: Annotated[Path, typer.Option(help="run directory with finished directions (re-running resumes)")],
-    backend: Annotated[Optional[str], typer.Option(help="vllm | hf (default: the recipe's eval.backend)")] = None,
+    backend: RecipeBackend = None,
 ) -> None:
     """Search: CMA-ES over layer-wise merge coefficients, scored by a resident engine re-merged in place."""
     from hyper_es.recipe import load_recipe
