@@ -29,6 +29,7 @@ ROWS = {  # label -> (stage, row name in that stage's run folder)
     "coevolution": ("coevolve-both", "hyper-es+prompt"),  # co-evolved coefficients with their prompt
     "coevolution-own-prompt": ("coevolve-both", "hyper-es"),  # the same coefficients, the tasks' own prompts
 }
+PROMPTED = ("prompt-only", "coevolution")  # the rows with a co-evolved prompt: their stage's search/prompt.json
 CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
 METHODS = ("hyper-es", "hyper-es-difficulty")
 REFS = (*CONTROLS, "baseline", "base")
@@ -100,6 +101,10 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         fits = {st: read_json(f, "hyper-es analyze scale-fit RUN --out RUN") for st, f in fits.items() if f.is_file()}
         if fits:  # the Hyper-ES update as s × the final GRPO update + a rest
             entry["scale_fit"] = fits
+        chosen = {label: results / f"seed{seed}" / ROWS[label][0] / "search" / "prompt.json" for label in PROMPTED}
+        chosen = {label: read_json(f, "re-run the coevolve stage") for label, f in chosen.items() if f.is_file()}
+        if chosen:  # the co-evolved prompts, chosen on validation, in full
+            entry["prompts"] = chosen
         for m, c in PAIRS:
             if m not in rows or c not in rows:
                 continue
@@ -166,6 +171,28 @@ def _partial_markdown(part: dict) -> list[str]:
         lines += ["", "| hyper-es minus | trained tasks pooled | gsm8k |", "|---|---|---|"]
         lines += [f"| {n} | {_fmt(g.get('trained'))} | {_fmt(g.get(TRANSFER))} |" for n, g in entry["vs"].items()]
     return lines
+
+
+def _prompts_markdown(seeds: dict) -> list[str]:
+    """Each co-evolved prompt as it is served (its stage's search/prompt.json, `exported`): per task the system turn,
+    the few-shot turns and the user turn, with {question} (each template field) where the row's goes."""
+    lines = []
+    for seed, label, saved in ((s, label, p) for s, e in seeds.items() for label, p in e.get("prompts", {}).items()):
+        for task, ex in (saved.get("exported") or {}).items():
+            turns = ([("system", ex["system"])] if ex["system"] else []) + [
+                t for shot in ex["shots"] for t in (("user", shot["user"]), ("assistant", shot["assistant"]))]
+            turns.append(("user", ex["template"].format_map(_Fields())))
+            lines += ["", f"Seed {seed}, {label}, task {task} (genes {json.dumps(saved['genes'][task])}):", "", "```"]
+            lines += [f"[{role}] {text}" for role, text in turns] + ["```"]
+    return (["", "The co-evolved prompts, chosen on validation, as they are served (`hyper-es export` writes them "
+             "to prompt.json):"] + lines) if lines else []
+
+
+class _Fields(dict):
+    """A template's fields left as {name} when it is shown."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 def _sampled(r: dict) -> bool:
@@ -262,6 +289,7 @@ def markdown(summary: dict, results: Path) -> str:
               "no GSM8K loss beyond its CI:"]
     lines += [f"- {m}: **{g['status']}** ({json.dumps({k: v for k, v in g.items() if k != 'status'})})"
               for m, g in summary["goal"].items()]
+    lines += _prompts_markdown(summary["seeds"])
     if (results / "accuracy_cost.png").is_file():
         lines += ["", "![accuracy against generated tokens and wall time](accuracy_cost.png)"]
     lines += _partial_markdown(summary.get("partial") or {})

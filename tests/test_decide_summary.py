@@ -116,6 +116,27 @@ def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path
     assert "| coevolution - hyper-es | +20.0 [" in ds.markdown(s, tmp_path)
 
 
+def test_the_chosen_prompts_are_shown_as_served(tmp_path):
+    """Each arm's co-evolved prompt (its stage's search/prompt.json) in full: system, few-shot turns, user template
+    with its field left in place and its escaped braces as they are sent."""
+    seed = tmp_path / "seed0"
+    write_stage(seed / "main", {"base": [0] * 10, "hyper-es": [1] * 6 + [0] * 4}, best="base")
+    write_stage(seed / "coevolve-both", {"hyper-es": [1] * 5 + [0] * 5, "hyper-es+prompt": [1] * 8 + [0] * 2},
+                best="base")
+    exported = {"system": "Be careful.", "chat": True, "shots": [{"user": "1+1?\nBoxed.", "assistant": "2"}],
+                "template": "{question}\nGive the final answer in \\boxed{{}}."}
+    genes = {"system": 1, "template": 0, "format": 0, "shots": [7]}
+    (seed / "coevolve-both" / "search").mkdir()
+    (seed / "coevolve-both" / "search" / "prompt.json").write_text(json.dumps(
+        {"genes": {"chain_sum": genes}, "prompt": {}, "exported": {"chain_sum": exported}}))
+    s = ds.summarize(tmp_path, [0])
+    assert set(s["seeds"][0]["prompts"]) == {"coevolution"}
+    md = ds.markdown(s, tmp_path)
+    assert f"Seed 0, coevolution, task chain_sum (genes {json.dumps(genes)}):" in md
+    assert "[system] Be careful.\n[user] 1+1?\nBoxed.\n[assistant] 2\n" \
+           "[user] {question}\nGive the final answer in \\boxed{}.\n```" in md
+
+
 def test_an_early_stop_at_the_final_adapter_still_pays_for_choosing_it(tmp_path):
     seed = tmp_path / "seed0"
     write_stage(seed / "main", {"base": [0] * 10, "baseline@3": [1] * 2 + [0] * 8, "baseline": [1] * 4 + [0] * 6,
