@@ -199,7 +199,8 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
         folder = main.with_name(f"{main.name}-coevolve-{arm}")
         if not (folder / "directions").is_dir():
             shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
-        link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform"))  # main's directions, copied above
+        # main's directions (copied above) and scale scan (below): its uniform and search-start rows are these weights
+        link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "search-start"))
         for rel in ("geometry.json", "search/scale_scan.json"):
             if not (folder / rel).is_file():
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
