@@ -34,8 +34,11 @@ CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
 METHODS = ("hyper-es", "hyper-es-difficulty")
 REFS = (*CONTROLS, "baseline", "base")
 # Co-evolution at the parameter-only search's scorings: each arm against the base and against each other.
+# Then what each arm adds over the start it searched from, and each arm against the strongest controls.
 COEVOLVE_PAIRS = (("coevolution", "hyper-es"), ("coevolution", "prompt-only"), ("prompt-only", "hyper-es"),
-                  ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"))
+                  ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"),
+                  *((arm, ref) for arm in ("coevolution", "prompt-only")
+                    for ref in ("hyper-es-start", "scaled", "grpo-equal-compute")))
 # What the search adds over its start, and whether its start alone (directions + one scanned scale) is enough.
 ABLATIONS = (*((m, f"{m}-start") for m in METHODS), *((f"{m}-start", c) for m in METHODS for c in CONTROLS))
 # What more compute per step buys the baseline, against its tuned early stop (a control against a control).
