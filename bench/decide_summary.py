@@ -13,6 +13,7 @@ from pathlib import Path
 from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
 from hyper_es.io import read_json, write_json_atomic
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
 BEST = None  # the stage's baseline_best (the best candidate by validation, the base as step 0)
 ROWS = {  # label -> (stage, row name in that stage's run folder)
@@ -104,7 +105,7 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         fits = {st: read_json(f, "hyper-es analyze scale-fit RUN --out RUN") for st, f in fits.items() if f.is_file()}
         if fits:  # the Hyper-ES update as s × the final GRPO update + a rest
             entry["scale_fit"] = fits
-        chosen = {label: results / f"seed{seed}" / ROWS[label][0] / "search" / "prompt.json" for label in PROMPTED}
+        chosen = {label: results / f"seed{seed}" / ROWS[label][0] / "search" / PROMPT_FILE for label in PROMPTED}
         chosen = {label: read_json(f, "re-run the coevolve stage") for label, f in chosen.items() if f.is_file()}
         if chosen:  # the co-evolved prompts, chosen on validation, in full
             entry["prompts"] = chosen
