@@ -266,6 +266,16 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
         rec = json.loads((tmp_path / f"run/eval/{r}.json").read_text())["results"][name]["records"]
         assert len(rec["ids"]) == 8
 
+    # A co-evolved prompt that is the task's own renders the same text as hyper-es: its row is taken, not re-scored.
+    genes = prompts.start()
+    (tmp_path / "run/search/prompt.json").write_text(json.dumps({
+        "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
+    (tmp_path / "run/eval/hyper-es+prompt.json").unlink()
+    monkeypatch.setattr(final, "score_test_sets", lambda *a, **kw: pytest.fail("scored again"))
+    evaluate_and_report(recipe, tmp_path / "run", "hf")
+    twin, same = (json.loads((tmp_path / f"run/eval/{r}.json").read_text()) for r in ("hyper-es", "hyper-es+prompt"))
+    assert same == {**twin, "name": "hyper-es+prompt", "same_as": "hyper-es"}
+
 
 def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searched_runs_scorings(tmp_path):
     """coevolve.weights: fixed: every vector is x0 (the search's start) and only the prompts evolve; each generation
@@ -376,6 +386,15 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
     recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
     es_search(recipe, tmp_path / "run", *_es_engine(recipe))
     (tmp_path / "run/es/config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
+    # ES on the random tiny model keeps the task's own prompt (then es+prompt is es's row, not scored again): give
+    # it one that differs, as the search test does
+    from hyper_es.tasks import Task
+    from hyper_es.tasks.prompt_genome import Prompt, task_prompts
+
+    prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
+    genes = {name: Prompt(system=1, shots=(0, 1))}
+    (tmp_path / "run/es/prompt.json").write_text(json.dumps({
+        "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
     saved = json.loads((tmp_path / "run/es/prompt.json").read_text())
     seen, real = {}, final.prompted
     monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(

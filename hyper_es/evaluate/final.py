@@ -217,9 +217,14 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
         # The searched rows and their closest controls first: a run cut short has its headline comparison done.
+        own = {r.name for r in rows if r.prompt is not None and own_prompts(recipe, r, run_dir)}
         todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
-                      key=lambda r: FIRST.index(r.kind) if r.kind in FIRST else len(FIRST))
+                      key=lambda r: (FIRST.index(r.kind) if r.kind in FIRST else len(FIRST), r.name in own))
         for row in todo:
+            twin = out / f"{row.name.removesuffix('+prompt')}.json"
+            if row.name in own and twin.is_file():  # the same weights and prompts: the same scores, not re-scored
+                write_row(out / f"{row.name}.json", {**_read_row(twin), "name": row.name, "same_as": twin.stem})
+                continue
             results = score_test_sets(*engine_for(row), prompted(recipe, tasks, row, run_dir), e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
                 {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
@@ -240,6 +245,20 @@ def prompted(recipe: Recipe, tasks: list[Task], row: Row, run_dir: Path) -> list
     proposed template rewrites if the recipe asked for them."""
     if row.prompt is None:
         return tasks
+    prompts, genes = _row_prompt(recipe, row, run_dir)
+    by_name = {t.name: t for t in prompts.tasks_for(genes)}
+    return [by_name[t.name] for t in tasks]
+
+
+def own_prompts(recipe: Recipe, row: Row, run_dir: Path) -> bool:
+    """Whether a co-evolved prompt is every task's own (each gene at its start): the row then renders the same text
+    as its weights' row, so it scores the same (measured: the same records and tokens) and is not scored again."""
+    prompts, genes = _row_prompt(recipe, row, run_dir)
+    return genes == prompts.start()
+
+
+def _row_prompt(recipe: Recipe, row: Row, run_dir: Path):
+    """The row's co-evolved prompt: (the recipe's TaskPrompts, task -> Prompt)."""
     from hyper_es.tasks.prompt_genome import task_prompts
     from hyper_es.tasks.proposals import with_proposals
 
@@ -248,8 +267,7 @@ def prompted(recipe: Recipe, tasks: list[Task], row: Row, run_dir: Path) -> list
                         f"coevolve section to render it; use the run's own recipe.yaml")
     recipe = with_proposals(recipe, run_dir)
     prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
-    by_name = {t.name: t for t in prompts.tasks_for(prompts.from_json(row.prompt, f"row {row.name}'s {PROMPT_FILE}"))}
-    return [by_name[t.name] for t in tasks]
+    return prompts, prompts.from_json(row.prompt, f"row {row.name}'s {PROMPT_FILE}")
 
 
 def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> Row | None:
