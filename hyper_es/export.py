@@ -137,7 +137,7 @@ def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, 
     PEFT adapter, and, for a `<row>+prompt` row, its co-evolved prompt beside it. Returns (the SVD errors or None,
     the prompt file or None)."""
     from hyper_es import models
-    from hyper_es.rows import kind_of, row_update
+    from hyper_es.rows import prompt_file, row_update
 
     if format not in ("hf", "peft"):
         raise HyperESError(f"a row exports as hf or peft, not {format} (mergekit: export the search's genome, or "
@@ -152,31 +152,30 @@ def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, 
         _save_hf(base, deltas, out)
     if not row.endswith("+prompt"):
         return errors, None
-    folder = run / ("es" if kind_of(row).name == "es" else "search")
-    prompt = export_prompt(folder, out)
+    saved = prompt_file(run, row)
+    prompt = export_prompt(saved, out)
     if prompt is None:
-        raise HyperESError(f"{folder / 'prompt.json'}: row '{row}' has no co-evolved prompt there")
+        raise HyperESError(f"{saved}: row '{row}' has no prompt there")
     return errors, prompt
 
 
-def export_prompt(folder: str | Path, out: str | Path) -> Path | None:
-    """A co-evolved prompt (FOLDER/prompt.json: RUN/search or RUN/es) for serving beside an export: `prompt.json` in
-    the folder `out` (hf, peft), or beside the file `out` (mergekit). Per task, the system turn, the filled few-shot
-    turns and the template; `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was
-    scored. None: that stage co-evolved no prompt."""
+def export_prompt(saved: str | Path, out: str | Path) -> Path | None:
+    """A chosen prompt (`rows.prompt_file`: RUN/search/prompt.json, RUN/es/prompt.json, or a prompt control's
+    RUN/eval/val/<row>+prompt.json) for serving beside an export: `prompt.json` in the folder `out` (hf, peft), or
+    beside the file `out` (mergekit). Per task, the system turn, the filled few-shot turns and the template;
+    `tasks.prompt_genome.render_exported` renders a row with it to the exact text that was scored. None: no such
+    file (that stage chose no prompt)."""
     from hyper_es.io import read_json, write_json_atomic
-    from hyper_es.tasks.prompt_genome import PROMPT_FILE
 
-    folder, out = Path(folder), Path(out)
-    saved = folder / PROMPT_FILE
+    saved, out = Path(saved), Path(out)
     if not saved.is_file():
         return None
-    data = read_json(saved, f"re-run the {folder.name} stage to write it again")
+    data = read_json(saved, f"re-run the {saved.parent.name} stage to write it again")
     exported = data.get("exported")
     if not isinstance(exported, dict) or not all(
             isinstance(v, dict) and {"system", "shots", "template", "chat"} <= set(v) for v in exported.values()):
         raise HyperESError(f"{saved}: exported: expected per task an object with system, shots, template and chat "
                            f"(a prompt whose examples are drawn per row cannot be exported)")
     path = out / "prompt.json" if out.is_dir() else out.with_name(out.stem + ".prompt.json")
-    write_json_atomic(path, {"tasks": exported, "from": f"{folder.name}/{PROMPT_FILE}", "genes": data.get("genes")})
+    write_json_atomic(path, {"tasks": exported, "from": f"{saved.parent.name}/{saved.name}", "genes": data.get("genes")})
     return path

@@ -11,11 +11,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
-from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposal_cost
 
 
-PROMPTED = {"hyper-es": "search", "es": "es"}  # a <row>+prompt's kind -> the run folder that holds its prompt.json
 
 
 def _print(table: Table, console: Console | None) -> None:
@@ -105,7 +103,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     from hyper_es.directions.manifest import finished_jobs
     from hyper_es.evaluate import stats
     from hyper_es.io import read_json
-    from hyper_es.rows import KINDS
+    from hyper_es.rows import KINDS, PROMPTED, prompt_file
 
     run_dir = Path(run_dir)
     dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
@@ -122,8 +120,14 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
               "val_tokens": result.get("val_tokens", 0),
               "rows": result.get("rows"), "scan": result.get("scale_scan") or {}}  # fitness tokens: generations + scan
     out, ctx = [], {"dirs": dirs, "search": search, "val": selection_costs(run_dir, rows)}
+    prompted = {r["name"]: read_json(prompt_file(run_dir, r["name"]), "re-run the evaluation to choose it again")
+                for r in rows if r["name"].endswith("+prompt")}  # chosen prompts, in full in the report
     for r in rows:
-        steps, tokens, search_tokens, select, wall = KINDS[r["kind"]].cost(run_dir, r, ctx)
+        weights = {**r, "name": r["name"].removesuffix("+prompt")}  # a <row>+prompt costs what its weights did
+        steps, tokens, search_tokens, select, wall = KINDS[r["kind"]].cost(run_dir, weights, ctx)
+        if r["name"] in prompted and r["kind"] not in PROMPTED:  # a prompt control: + its scan on validation
+            scan = prompted[r["name"]]
+            select, wall = (select or 0) + scan["tokens"], None if wall is None else wall + scan["seconds"]
         metrics = sorted({k for res in r["results"].values() for k in res if k == "greedy" or k.startswith("pass@")},
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics
@@ -134,8 +138,6 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                     "search_tokens": search_tokens, "select_tokens": select, "tokens": total, "wall_s": wall,
                     "results": results, "mean": mean,
                     **({"val": r["val"]} if "val" in r else {})})
-    prompts = {r["name"]: read_json(run_dir / PROMPTED[r["kind"]] / PROMPT_FILE, "re-run that stage to write it")
-               for r in rows if r["name"].endswith("+prompt")}  # co-evolved prompts, in full in the report
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
     best = baseline_best(rows)
@@ -148,7 +150,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
             "eval": {"backend": e.backend, "k": e.k, "n": e.n or max(e.k), "temperature": e.temperature,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
             "rows": out, "baseline_best": best, "paired": paired, "search": search,
-            **({"prompts": prompts} if prompts else {})}
+            **({"prompts": prompted} if prompted else {})}
 
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
@@ -335,7 +337,7 @@ def report_markdown(report: dict) -> str:
     if report.get("splits"):
         lines += ["", *splits_markdown(report["splits"])]
     for row, prompt in (report.get("prompts") or {}).items():
-        lines += ["", *prompt_markdown(row, prompt["prompt"])]
+        lines += ["", *prompt_markdown(row, prompt["prompt"], scan=prompt.get("scan"))]
     s = report["search"]
     if s["generations"]:
         lines += ["", f"Search: {s['generations']} generations, {s['evals']} candidates, {_fmt(s['tokens'])} tokens, "
@@ -343,9 +345,12 @@ def report_markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def prompt_markdown(row: str, prompt: dict) -> list[str]:
-    """A co-evolved prompt in full, per task (PromptGenome.describe)."""
-    lines = [f"## The co-evolved prompt ({row})", ""]
+def prompt_markdown(row: str, prompt: dict, scan: dict | None = None) -> list[str]:
+    """A co-evolved prompt, or a prompt control's choice (with its `scan`), in full, per task (PromptGenome.describe)."""
+    lines = [f"## The co-evolved prompt ({row})", ""] if scan is None else [
+        f"## The chosen prompt ({row})", "", "Per task, the best by validation of the task's own prompt and each "
+        "prompt one gene away (scores in that order: " + "; ".join(
+            f"{t}: {', '.join(f'{v:.3f}' for v in s)}" for t, s in scan.items()) + "):", ""]
     for task, p in prompt.items():
         shots = p["shots"]
         lines += [f"- **{task}** (genes {json.dumps(p['genes'])}):",

@@ -166,7 +166,7 @@ def test_a_coevolution_search_records_and_resumes_its_prompts(tmp_path):
     from hyper_es.tasks.prompt_genome import Prompt, PromptGenome, render_exported
 
     (tmp_path / "export").mkdir()
-    path = export_prompt(tmp_path / "run" / "search", tmp_path / "export")
+    path = export_prompt(tmp_path / "run/search/prompt.json", tmp_path / "export")
     exported = json.loads(path.read_text())["tasks"][name]
     task = Task(recipe.task(name), recipe.base_dir)
     genome = PromptGenome(task, recipe.coevolve.tasks[name])
@@ -252,7 +252,7 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
     assert {k: rows["hyper-es+prompt"][k] for k in keys} == {k: rows["hyper-es"][k] for k in keys}
     saved = json.loads((tmp_path / "run/search/prompt.json").read_text())
     (tmp_path / "export").mkdir()
-    exported = json.loads(export_prompt(tmp_path / "run" / "search", tmp_path / "export").read_text())["tasks"][name]
+    exported = json.loads(export_prompt(tmp_path / "run/search/prompt.json", tmp_path / "export").read_text())["tasks"][name]
     tok = models.load(recipe.model.name)[1]
     own = {t.name: t for t in seen["hyper-es"]}[name]
     with_prompt = {t.name: t for t in seen["hyper-es+prompt"]}[name]
@@ -420,3 +420,60 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
     written = json.loads((tmp_path / "with" / "prompt.json").read_text())
     assert written["tasks"] == saved["exported"] and written["from"] == "es/prompt.json"
     assert not (tmp_path / "without" / "prompt.json").exists()
+
+
+def test_a_prompt_control_chooses_one_gene_on_validation_and_is_tested_exported_and_charged(tmp_path, monkeypatch):
+    """coevolve.controls: a fixed row's weights with the best of the own prompt and each one-gene change, chosen on
+    validation (a stand-in validation score at unit level; the test scoring is real), as <row>+prompt; its scan is
+    kept per candidate (a re-run scores nothing again), charged to the row, reported and exported with it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    import hyper_es.evaluate.final as final
+    from hyper_es.cli import app
+    from hyper_es.errors import DataError
+    from hyper_es.pipeline import evaluate_and_report
+
+    _, name = _search_recipe(tmp_path)
+    space = {"systems": ["Add the numbers."], "formats": ["Reply with the final answer only."], "max_shots": 0}
+    recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "controls": ["dir-0"]})
+    calls = []
+
+    def val_scores(engine, tok, tasks, size):  # format line 1 wins
+        p = getattr(tasks[0], "prompt_key", None)
+        calls.append(p)
+        mean = 1.0 if p is not None and p.format == 1 else 0.5
+        return {"tasks": {tasks[0].name: mean}, "mean": mean, "rows": size, "tokens": 10, "seconds": 1.0}
+
+    monkeypatch.setattr(final, "validation_scores", val_scores)
+    seen, real = {}, final.prompted
+    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
+        row.name, real(r, tasks, row, run_dir)))
+    report = evaluate_and_report(recipe, tmp_path / "run", "hf")
+
+    choice = json.loads((tmp_path / "run/eval/val/dir-0+prompt.json").read_text())
+    assert choice["genes"] == {name: {"system": 0, "template": 0, "format": 1, "shots": []}}
+    assert choice["scan"] == {name: [0.5, 0.5, 1.0]} and choice["tokens"] == 30  # own, system 1, format 1
+    rows = {r["name"]: r for r in report["rows"]}
+    assert rows["dir-0+prompt"]["kind"] == "direction"
+    assert rows["dir-0+prompt"]["select_tokens"] == rows["dir-0"]["select_tokens"] + 30
+    assert {t.name: t for t in seen["dir-0+prompt"]}[name].cfg.prompt.template.endswith(
+        "\nReply with the final answer only.")
+    assert report["prompts"]["dir-0+prompt"] == choice
+    assert "## The chosen prompt (dir-0+prompt)" in (tmp_path / "run/report.md").read_text()
+    out = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--format", "peft", "--out",
+                                   str(tmp_path / "with"), "--row", "dir-0+prompt"])
+    assert out.exit_code == 0, out.output
+    served = json.loads((tmp_path / "with/prompt.json").read_text())
+    assert served["from"] == "val/dir-0+prompt.json" and served["tasks"] == choice["exported"]
+
+    (tmp_path / "run/eval/val/dir-0+prompt.json").unlink()  # chosen again from the kept scan: nothing re-scored
+    (tmp_path / "run/eval/dir-0+prompt.json").unlink()
+    calls.clear()
+    evaluate_and_report(recipe, tmp_path / "run", "hf")
+    assert calls == [] and json.loads((tmp_path / "run/eval/val/dir-0+prompt.json").read_text()) == choice
+
+    bad, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "controls": ["nope"]})
+    with pytest.raises(DataError, match="coevolve.controls: 'nope'"):
+        evaluate_and_report(bad, tmp_path / "run", "hf")

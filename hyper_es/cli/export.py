@@ -27,6 +27,7 @@ def export(
     from hyper_es.directions import DirectionSet
     from hyper_es.merging import Genome, global_weights, recipe_genome
     from hyper_es.recipe import load_recipe
+    from hyper_es.rows import prompt_file
 
     if format not in ("hf", "mergekit", "peft"):
         _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
@@ -63,6 +64,7 @@ def export(
         errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
         typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
     typer.echo(f"wrote {out}")
-    prompt = ex.export_prompt(run / "search", out) if genome is None and not weights else None  # its co-evolved one
+    # the search's own genome: its co-evolved prompt with it
+    prompt = ex.export_prompt(prompt_file(run, "hyper-es+prompt"), out) if genome is None and not weights else None
     if prompt:
         typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")

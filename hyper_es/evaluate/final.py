@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +39,7 @@ from hyper_es.recipe import Recipe
 from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
-from hyper_es.tasks.prompt_genome import PROMPT_FILE
+from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row
 
 logger = logging.getLogger(__name__)
 EVAL_DIR = "eval"
@@ -138,16 +138,6 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
     return rows
 
 
-def prompted_row(folder: Path, row: Row) -> list[Row]:
-    """After a co-evolution (FOLDER/prompt.json): `row`'s weights with the co-evolved prompt, as <row>+prompt (the
-    row itself keeps the tasks' own prompts); else nothing."""
-    path = folder / PROMPT_FILE
-    if not path.is_file():
-        return []
-    genes = read_json(path, f"delete it and {folder.name}/result.json to redo the {folder.name} stage")["genes"]
-    return [replace(row, name=f"{row.name}+prompt", prompt=genes)]
-
-
 def row_vector(row: Row, genome: Genome, search_names: list[str], density: float, lam: float) -> np.ndarray:
     """The row as a vector of the eval genome (densities per direction, or per layer group and direction).
     Hyper-ES takes the coefficients and the densities of the genome it was searched with (best.json)."""
@@ -215,6 +205,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                                        for r in candidates])
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
+        if test:  # coevolve.controls: fixed rows with the best one-gene prompt by validation
+            rows += prompt_controls(recipe, rows, val, out, lambda row, ts: validation_scores(
+                *engine_for(row), ts, recipe.search.val_size), run_dir)
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
         # The searched rows and their closest controls first: a run cut short has its headline comparison done.
         own = {r.name for r in rows if r.prompt is not None and own_prompts(recipe, r, run_dir)}
@@ -237,37 +230,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
                 for r in candidates if val]
     return [{**_read_row(out / f"{r.name}.json"),
-             **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val else {})} for r in rows]
-
-
-def prompted(recipe: Recipe, tasks: list[Task], row: Row, run_dir: Path) -> list[Task]:
-    """`tasks` as the row's prompt renders them (the tasks' own prompts for a row without one), with the run's
-    proposed template rewrites if the recipe asked for them."""
-    if row.prompt is None:
-        return tasks
-    prompts, genes = _row_prompt(recipe, row, run_dir)
-    by_name = {t.name: t for t in prompts.tasks_for(genes)}
-    return [by_name[t.name] for t in tasks]
-
-
-def own_prompts(recipe: Recipe, row: Row, run_dir: Path) -> bool:
-    """Whether a co-evolved prompt is every task's own (each gene at its start): the row then renders the same text
-    as its weights' row, so it scores the same (measured: the same records and tokens) and is not scored again."""
-    prompts, genes = _row_prompt(recipe, row, run_dir)
-    return genes == prompts.start()
-
-
-def _row_prompt(recipe: Recipe, row: Row, run_dir: Path):
-    """The row's co-evolved prompt: (the recipe's TaskPrompts, task -> Prompt)."""
-    from hyper_es.tasks.prompt_genome import task_prompts
-    from hyper_es.tasks.proposals import with_proposals
-
-    if recipe.coevolve is None:
-        raise DataError(f"row {row.name}: the run co-evolved a prompt ({PROMPT_FILE}), but the recipe has no "
-                        f"coevolve section to render it; use the run's own recipe.yaml")
-    recipe = with_proposals(recipe, run_dir)
-    prompts = task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
-    return prompts, prompts.from_json(row.prompt, f"row {row.name}'s {PROMPT_FILE}")
+             **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val and r.prompt is None else {})}
+            for r in rows]
 
 
 def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> Row | None:

@@ -15,6 +15,7 @@ from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposal_cost
 
 Cost = tuple  # (optimizer steps, train tokens, search tokens, select tokens, wall seconds); None where unknown
@@ -229,6 +230,18 @@ def kind_of(row: str) -> RowKind:
     if row == "es" or row.endswith("+es"):
         return KINDS["es"]
     return KINDS["baseline-snapshot" if row.startswith("baseline@") else "direction"]
+
+
+PROMPTED = {"hyper-es": "search", "es": "es"}  # a co-evolved <row>+prompt's kind -> the folder of its prompt.json
+
+
+def prompt_file(run_dir: str | Path, row: str) -> Path:
+    """The prompt of a `<row>+prompt` row: co-evolved (RUN/search or RUN/es prompt.json), else a prompt control's
+    choice on validation (`coevolve.controls`: RUN/eval/val/<row>+prompt.json, with the tokens of its scan)."""
+    kind = kind_of(row).name
+    if kind in PROMPTED:
+        return Path(run_dir) / PROMPTED[kind] / PROMPT_FILE
+    return Path(run_dir) / "eval" / "val" / f"{row}.json"
 
 
 def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]:

@@ -83,6 +83,13 @@ class PromptGenome:
                if len(alts) > 1]
         return out + (["shots"] if self.max_shots and len(self.pool) > 1 else [])
 
+    def neighbours(self) -> list[Prompt]:
+        """The task's own prompt, then every prompt one system turn, template or format line away from it (the
+        few-shot examples as its own): the candidates of a prompt control."""
+        own = self.start()
+        return [own] + [_replace(own, **{g: i}) for g, alts in (("system", self.systems), ("template", self.templates),
+                                                                 ("format", self.formats)) for i in range(1, len(alts))]
+
     def mutate(self, p: Prompt, rng: random.Random) -> Prompt:
         """One gene changed: another system turn, template or format line, or one few-shot example added, removed
         or swapped for another train row. A prompt with no gene that can change is returned as it is."""
