@@ -19,6 +19,9 @@ Per seed N (gradient.seed = search.seed = N), every stage in its own run folder 
    base pass rate (vary: difficulty, seed), at the same lr, K × steps = the main run's direction steps. The
    baseline and the rows it shares with the main run are hard links to the main run's (same weights and records).
 4. coevolve: issue 22's arms (prompt-only, prompts and coefficients co-evolved) on the main run's directions.
+   controls: the prompt control the arms must beat: `scaled` with, per task, the best one-gene change of its own
+   prompt (the arms' genes, `coevolve.controls`), chosen on validation; evaluation only, in a folder linking the
+   main run's directions and rows.
 5. equal: `grpo-equal-compute`: the baseline at the same lr, seed, steps and snapshots, each step accumulating as
    many batches as it takes for its generated tokens to reach the main Hyper-ES row's total (train + search +
    select tokens), or with --equal-budget seconds its wall time (recorded in equal_compute.json); its best
@@ -46,7 +49,7 @@ from baseline_grid import lr_folder, tune, variant  # noqa: E402  (bench/ is the
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
-STAGES = ("grid", "main", "difficulty", "coevolve", "equal")
+STAGES = ("grid", "main", "difficulty", "coevolve", "controls", "equal")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
         "directions/difficulty.json", "equal_compute.json", "search/prompt.json", "scale_fit.json"]
@@ -215,6 +218,27 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
     return out
 
 
+def run_controls(args, seed: int, lr: float) -> Path:
+    """The prompt control (`coevolve.controls: [scaled]`): the main run's `scaled` weights with the best one-gene
+    prompt per task by validation, from the co-evolution arms' genes. Its folder links the main run's directions and
+    evaluated rows, so the final evaluation scores only the control (its validation scan, then its test row)."""
+    from hyper_es.directions.collect import prepare_run_dir
+    from hyper_es.pipeline import evaluate_and_report
+
+    main = run_main(args, seed, lr)
+    folder = main.with_name(f"{main.name}-controls")
+    if not (folder / "directions").is_dir():
+        shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
+    link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "dir-*"))
+    tasks = load_recipe_tasks(args.recipe)
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-controls",
+                     overrides={"coevolve": {"tasks": {t: COEVOLVE_GENES for t in tasks}, "controls": ["scaled"]}})
+    restore(args.results / f"seed{seed}" / "controls", folder)
+    prepare_run_dir(recipe, folder)
+    evaluate_and_report(recipe, folder, recipe.eval.backend)
+    return folder
+
+
 def load_recipe_tasks(path: Path) -> list[str]:
     """The searched tasks (search.tasks, else those the gradient stage trains on)."""
     from hyper_es.recipe import load_recipe
@@ -339,7 +363,7 @@ def run_stages(args) -> None:
     for seed in args.seeds:
         chosen_lr(args, seed)
     for stage, fn in (("main", run_main), ("difficulty", run_difficulty), ("coevolve", run_coevolve),
-                      ("equal", run_equal)):
+                      ("controls", run_controls), ("equal", run_equal)):
         for seed in args.seeds if stage in args.stages else []:
             lr = chosen_lr(args, seed)
             done = fn(args, seed, lr)
@@ -404,7 +428,8 @@ def remake_report(names: list[str], dest: Path) -> None:
     rows = []
     for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
         row = _read_row(dest / "eval" / f"{n}.json")
-        rows.append({**row, **({"val": _read_val(dest / "eval", n)} if row["kind"] in VALIDATED else {})})
+        validated = row["kind"] in VALIDATED and not n.endswith("+prompt")  # a prompt control's val file is its scan
+        rows.append({**row, **({"val": _read_val(dest / "eval", n)} if validated else {})})
     write_report(dest, run_report(hx.load_recipe(dest / "recipe.yaml"), dest, rows))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
 from hyper_es.io import read_json, write_json_atomic
-from hyper_es.tasks.prompt_genome import PROMPT_FILE
+from hyper_es.rows import prompt_file
 
 BEST = None  # the stage's baseline_best (the best candidate by validation, the base as step 0)
 ROWS = {  # label -> (stage, row name in that stage's run folder)
@@ -29,8 +29,9 @@ ROWS = {  # label -> (stage, row name in that stage's run folder)
     "prompt-only": ("coevolve-prompt", "hyper-es+prompt"),  # issue 22: x0 with a co-evolved prompt
     "coevolution": ("coevolve-both", "hyper-es+prompt"),  # co-evolved coefficients with their prompt
     "coevolution-own-prompt": ("coevolve-both", "hyper-es"),  # the same coefficients, the tasks' own prompts
+    "scaled+prompt": ("controls", "scaled+prompt"),  # scaled with the best one-gene prompt by validation
 }
-PROMPTED = ("prompt-only", "coevolution")  # the rows with a co-evolved prompt: their stage's search/prompt.json
+PROMPTED = ("prompt-only", "coevolution", "scaled+prompt")  # rows with a chosen prompt (rows.prompt_file)
 CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
 METHODS = ("hyper-es", "hyper-es-difficulty")
 REFS = (*CONTROLS, "baseline", "base")
@@ -39,7 +40,8 @@ REFS = (*CONTROLS, "baseline", "base")
 COEVOLVE_PAIRS = (("coevolution", "hyper-es"), ("coevolution", "prompt-only"), ("prompt-only", "hyper-es"),
                   ("coevolution", "coevolution-own-prompt"), ("coevolution", "base"), ("prompt-only", "base"),
                   *((arm, ref) for arm in ("coevolution", "prompt-only")
-                    for ref in ("hyper-es-start", "scaled", "grpo-equal-compute")))
+                    for ref in ("hyper-es-start", "scaled", "scaled+prompt", "grpo-equal-compute")),
+                  ("scaled+prompt", "scaled"), ("hyper-es", "scaled+prompt"))
 # What the search adds over its start, and whether its start alone (directions + one scanned scale) is enough.
 ABLATIONS = (*((m, f"{m}-start") for m in METHODS), *((f"{m}-start", c) for m in METHODS for c in CONTROLS))
 # What more compute per step buys the baseline, against its tuned early stop (a control against a control).
@@ -105,9 +107,9 @@ def summarize(results: Path, seeds: list[int]) -> dict:
         fits = {st: read_json(f, "hyper-es analyze scale-fit RUN --out RUN") for st, f in fits.items() if f.is_file()}
         if fits:  # the Hyper-ES update as s × the final GRPO update + a rest
             entry["scale_fit"] = fits
-        chosen = {label: results / f"seed{seed}" / ROWS[label][0] / "search" / PROMPT_FILE for label in PROMPTED}
-        chosen = {label: read_json(f, "re-run the coevolve stage") for label, f in chosen.items() if f.is_file()}
-        if chosen:  # the co-evolved prompts, chosen on validation, in full
+        chosen = {label: prompt_file(results / f"seed{seed}" / ROWS[label][0], ROWS[label][1]) for label in PROMPTED}
+        chosen = {label: read_json(f, "re-run that stage") for label, f in chosen.items() if f.is_file()}
+        if chosen:  # the chosen prompts (co-evolved, or a prompt control's), chosen on validation, in full
             entry["prompts"] = chosen
         for m, c in PAIRS:
             if m not in rows or c not in rows:
@@ -188,8 +190,8 @@ def _prompts_markdown(seeds: dict) -> list[str]:
             turns.append(("user", ex["template"].format_map(_Fields())))
             lines += ["", f"Seed {seed}, {label}, task {task} (genes {json.dumps(saved['genes'][task])}):", "", "```"]
             lines += [f"[{role}] {text}" for role, text in turns] + ["```"]
-    return (["", "The co-evolved prompts, chosen on validation, as they are served (`hyper-es export` writes them "
-             "to prompt.json):"] + lines) if lines else []
+    return (["", "The chosen prompts (co-evolved, or the prompt control's one-gene choice), chosen on validation, as "
+             "they are served (`hyper-es export` writes them to prompt.json):"] + lines) if lines else []
 
 
 class _Fields(dict):
