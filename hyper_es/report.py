@@ -14,8 +14,6 @@ from hyper_es.evaluate.runner import TaskResult
 from hyper_es.tasks.proposals import proposal_cost
 
 
-
-
 def _print(table: Table, console: Console | None) -> None:
     console = console or Console(width=None if Console().is_terminal else 140)
     console.print(table)
