@@ -242,8 +242,8 @@ def test_the_final_evaluation_scores_the_coevolved_prompt_and_reports_it(tmp_pat
     (tmp_path / "run/search/prompt.json").write_text(json.dumps({
         "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
     seen, real = {}, final.prompted
-    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
-        row.name, real(r, tasks, row, run_dir)))
+    monkeypatch.setattr(final, "prompted", lambda prompts, tasks, row: seen.setdefault(
+        row.name, real(prompts, tasks, row)))
     report = evaluate_and_report(recipe, tmp_path / "run", "hf")
 
     rows = {r["name"]: r for r in report["rows"]}
@@ -397,8 +397,8 @@ def test_the_final_evaluation_adds_es_plus_prompt_after_an_es_coevolution(tmp_pa
         "genes": prompts.to_json(genes), "prompt": prompts.describe(genes), "exported": prompts.exported(genes)}))
     saved = json.loads((tmp_path / "run/es/prompt.json").read_text())
     seen, real = {}, final.prompted
-    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
-        row.name, real(r, tasks, row, run_dir)))
+    monkeypatch.setattr(final, "prompted", lambda prompts, tasks, row: seen.setdefault(
+        row.name, real(prompts, tasks, row)))
     report = evaluate_and_report(recipe, tmp_path / "run", "hf")
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["es+prompt"]["kind"] == "es" and rows["es+prompt"]["search_tokens"] == rows["es"]["search_tokens"] > 0
@@ -448,8 +448,8 @@ def test_a_prompt_control_chooses_one_gene_on_validation_and_is_tested_exported_
 
     monkeypatch.setattr(final, "validation_scores", val_scores)
     seen, real = {}, final.prompted
-    monkeypatch.setattr(final, "prompted", lambda r, tasks, row, run_dir: seen.setdefault(
-        row.name, real(r, tasks, row, run_dir)))
+    monkeypatch.setattr(final, "prompted", lambda prompts, tasks, row: seen.setdefault(
+        row.name, real(prompts, tasks, row)))
     report = evaluate_and_report(recipe, tmp_path / "run", "hf")
 
     choice = json.loads((tmp_path / "run/eval/val/dir-0+prompt.json").read_text())

@@ -94,7 +94,7 @@ def test_a_search_proposes_once_and_the_evaluation_renders_a_proposed_template(t
     """`hyper-es search` (HF, tiny model): the proposer runs before the search's engine, its file is read again on
     resume (no second proposer), and a +prompt row whose template gene is a rewrite renders that rewrite."""
     import hyper_es.engine as engine
-    from hyper_es.evaluate.final import Row, prompted
+    from hyper_es.evaluate.final import Row, prompted, run_prompts
     from hyper_es.search.run import search
     from hyper_es.tasks import Task
 
@@ -118,6 +118,6 @@ def test_a_search_proposes_once_and_the_evaluation_renders_a_proposed_template(t
     (run / PROPOSALS).write_text(json.dumps(record))
     tasks = [Task(t, recipe.base_dir) for t in recipe.tasks]
     row = Row("hyper-es+prompt", "hyper-es", prompt={name: {"system": 0, "template": 2, "format": 0, "shots": []}})
-    view = {t.name: t for t in prompted(recipe, tasks, row, run)}[name]
+    view = {t.name: t for t in prompted(run_prompts(recipe, run), tasks, row)}[name]
     question = view.rows("test")[0]
     assert view.prompt_text(models.load(recipe.model.name)[1], question).count(f"Total of {question['question']}?")

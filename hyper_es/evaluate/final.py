@@ -39,7 +39,7 @@ from hyper_es.recipe import Recipe
 from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
-from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row
+from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row, run_prompts
 
 logger = logging.getLogger(__name__)
 EVAL_DIR = "eval"
@@ -205,12 +205,13 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                                        for r in candidates])
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
+        prompts = run_prompts(recipe, run_dir) if test else None
         if test:  # coevolve.controls: fixed rows with the best one-gene prompt by validation
-            rows += prompt_controls(recipe, rows, val, out, lambda row, ts: validation_scores(
-                *engine_for(row), ts, recipe.search.val_size), run_dir)
+            rows += prompt_controls(prompts, recipe.coevolve.controls if prompts else [], rows, val, out,
+                                    lambda row, ts: validation_scores(*engine_for(row), ts, recipe.search.val_size))
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
         # The searched rows and their closest controls first: a run cut short has its headline comparison done.
-        own = {r.name for r in rows if r.prompt is not None and own_prompts(recipe, r, run_dir)}
+        own = {r.name for r in rows if own_prompts(prompts, r)}
         todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
                       key=lambda r: (FIRST.index(r.kind) if r.kind in FIRST else len(FIRST), r.name in own))
         for row in todo:
@@ -218,7 +219,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             if row.name in own and twin.is_file():  # the same weights and prompts: the same scores, not re-scored
                 write_row(out / f"{row.name}.json", {**_read_row(twin), "name": row.name, "same_as": twin.stem})
                 continue
-            results = score_test_sets(*engine_for(row), prompted(recipe, tasks, row, run_dir), e, pass_k=row.pass_k)
+            results = score_test_sets(*engine_for(row), prompted(prompts, tasks, row), e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
                 {t: {k: v for k, v in res.items() if k != "records"} for t, res in results.items()}))
             write_row(out / f"{row.name}.json", {"name": row.name, "kind": row.kind, "steps": row.steps,
