@@ -12,7 +12,8 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.rows import PROMPTED
 from hyper_es.tasks import Task
-from hyper_es.tasks.prompt_genome import PROMPT_FILE, TaskPrompts
+from hyper_es.tasks.prompt_genome import PROMPT_FILE, TaskPrompts, task_prompts
+from hyper_es.tasks.proposals import with_proposals
 
 
 def prompted_row(folder: Path, row) -> list:
@@ -30,9 +31,6 @@ def run_prompts(recipe: Recipe, run_dir: Path) -> TaskPrompts | None:
     None without a coevolve section. Built once per evaluation: each genome reads its task's rows."""
     if recipe.coevolve is None:
         return None
-    from hyper_es.tasks.prompt_genome import task_prompts
-    from hyper_es.tasks.proposals import with_proposals
-
     recipe = with_proposals(recipe, run_dir)
     return task_prompts(recipe, [Task(t, recipe.base_dir) for t in recipe.tasks])
 
