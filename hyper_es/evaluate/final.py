@@ -205,7 +205,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
                                        for r in candidates])
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
-        prompts = run_prompts(recipe, run_dir) if test else None
+        wanted = any(r.prompt is not None for r in rows) or (recipe.coevolve and recipe.coevolve.controls)
+        prompts = run_prompts(recipe, run_dir) if test and wanted else None  # none read unless a row needs them
         if test:  # coevolve.controls: fixed rows with the best one-gene prompt by validation
             rows += prompt_controls(prompts, recipe.coevolve.controls if prompts else [], rows, val, out,
                                     lambda row, ts: validation_scores(*engine_for(row), ts, recipe.search.val_size))
