@@ -170,7 +170,7 @@ def export_prompt(saved: str | Path, out: str | Path) -> Path | None:
     saved, out = Path(saved), Path(out)
     if not saved.is_file():
         return None
-    data = read_json(saved, f"re-run the {saved.parent.name} stage to write it again")
+    data = read_json(saved, "re-run the stage that chose it (search, es or the final evaluation) to write it again")
     exported = data.get("exported")
     if not isinstance(exported, dict) or not all(
             isinstance(v, dict) and {"system", "shots", "template", "chat"} <= set(v) for v in exported.values()):

@@ -158,6 +158,12 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
+
+
+def has_val(kind: str, name: str) -> bool:
+    """Whether a row's eval/val/<row>.json is its validation score: a validated kind's own weights and prompts (a
+    prompt control's file there is its prompt scan, not a score of the weights' selection)."""
+    return kind in VALIDATED and not name.endswith("+prompt")
 FIRST = ("hyper-es", "search-start", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
@@ -232,7 +238,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
                 for r in candidates if val]
     return [{**_read_row(out / f"{r.name}.json"),
-             **({"val": _read_val(out, r.name)} if r.kind in VALIDATED and val and r.prompt is None else {})}
+             **({"val": _read_val(out, r.name)} if has_val(r.kind, r.name) and val else {})}
             for r in rows]
 
 
