@@ -2,6 +2,8 @@
 (to fp32 rounding), a generation in one call scores exactly as the candidates one by one, and an ES `scope: lora`
 member serves as the in-place member."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -53,9 +55,15 @@ def lora_directions(tiny_path, k=3, r=4, scale=0.3):
                             for t, s in shapes.items()}) for i in range(k)])
 
 
+def held(engine) -> int:
+    """Bytes of live tensors in the engine's worker, measured (a gc census there)."""
+    return sum(engine.llm.collective_rpc("hx_held")[0].values())
+
+
 def test_smollm2_an_adapter_serves_what_the_inplace_merge_serves(tmp_path):
     """The real SmolLM2-135M (30 layers, GQA, tied embeddings). Its own engine, closed before this module's tiny one
-    starts (tests run in file order)."""
+    starts (tests run in file order). Measured in the worker: the in-place source holds the fp32 masters of every
+    written tensor, the LoRA one holds none (only the stacked factors)."""
     from transformers import AutoTokenizer
 
     from hyper_es import models
@@ -73,14 +81,20 @@ def test_smollm2_an_adapter_serves_what_the_inplace_merge_serves(tmp_path):
     engine = VLLMResident(path, tok, dtype="float32", max_model_len=512, candidates="lora", lora_rank=8, max_loras=1)
     try:
         base = engine.generate(ids, s)
+        before = held(engine)
         engine.load(weights, tmp_path / "a", candidates="inplace")
+        inplace = held(engine) - before
         engine.set_genome(x)
         want = served(engine, ids, s)
         engine.load(weights, tmp_path / "b", candidates="lora")
+        lora = held(engine) - before
         engine.set_genome(x)
         got = served(engine, ids, s)
     finally:
         engine.close()
+    masters = 4 * sum(math.prod(ds.base_shapes[t]) for t in ds.tensor_names())
+    assert inplace >= masters  # fp32 masters (and the prepared deltas)
+    assert lora < 0.05 * masters, (lora, masters)  # no master, no dense delta: the factors only
     assert_same_model(got, want)
     assert sum(g != b for g, b in zip(got[0], base)) >= PROMPTS // 4
 
@@ -154,8 +168,15 @@ def test_a_generation_in_one_call_scores_as_one_by_one(tiny_path, lora_engine, t
     xs = [np.random.default_rng(10 + i).uniform(-1, 2, genome.size) for i in range(5)] + [None]  # 6 > max_loras
     scorer = Scorer(engine, tok, [task])
     kw = {"samples": 2, "temperature": 1.0, "seed": 3}
-    batched = scorer.score_many(xs, {task.name: rows}, **kw)
-    single = [scorer.score(x, {task.name: rows}, **kw) for x in xs]
+    used = []
+    register = engine._register
+    engine._register = lambda genomes, ids: used.extend(ids) or register(genomes, ids)
+    try:
+        batched = scorer.score_many(xs, {task.name: rows}, **kw)
+        single = [scorer.score(x, {task.name: rows}, **kw) for x in xs]
+    finally:
+        del engine._register
+    assert len(used) > len(xs) and len(set(used)) == len(used)  # adapter ids never repeat in an engine's life
     assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(s.reward, s.per_row, s.tokens) for s in single]
     # each candidate with its own prompt (co-evolution): every other one with another template
     genome = PromptGenome(task, PromptSpace(templates=["Add up: {question}"], max_shots=0))

@@ -35,10 +35,14 @@ class MergeSource:
         self.master: dict[str, torch.Tensor] = {}
         self._low_rank = None
 
-    def bind(self, master: dict[str, torch.Tensor]) -> None:
-        """The fp32 base weights of (at least) `names`; compiles a fused plan now, not inside a timed candidate."""
-        self.master = master
-        self.plan.warm_up()
+    def bind(self, master: dict[str, torch.Tensor], *, device=None, shapes=None, base=None) -> dict:
+        """The fp32 base weights of (at least) `names`; compiles a fused plan now, not inside a timed candidate.
+        An empty master (LoRA candidates: `factors` only) is bound on `device`. Returns the weights to install once
+        beside the checkpoint's (none for a merge)."""
+        self.master, self.device = master, device if device is not None else _device(master)
+        if master:
+            self.plan.warm_up()
+        return {}
 
     def weights(self, x) -> Weights:
         """base + ΔW(x) for every planned tensor; x None: the base itself."""
@@ -59,7 +63,7 @@ class MergeSource:
         if self._low_rank is None:
             from hyper_es.merging.low_rank import LowRankPlan
 
-            self._low_rank = LowRankPlan(self.plan, next(iter(self.master.values())).device if self.master else "cpu")
+            self._low_rank = LowRankPlan(self.plan, self.device)
         yield from self._low_rank.factors(x)
 
     def update(self, *args) -> None:
@@ -85,19 +89,31 @@ class ESSource:
         self.master: dict[str, torch.Tensor] = {}
         self.theta: dict[str, torch.Tensor] = {}
 
-    def bind(self, master: dict[str, torch.Tensor]) -> None:
-        """θ_0 = master (+ the start's update on the ES tensors); with `lora`, fresh factors over the ES tensors."""
-        from hyper_es.es.scope import add_start
+    def bind(self, master: dict[str, torch.Tensor], *, device=None, shapes=None, base=None) -> dict:
+        """θ_0 = master (+ the start's update on the ES tensors); with `lora`, fresh factors over the ES tensors.
+        An empty master (LoRA candidates) needs `shapes`, `device` and `base` (tensor name → its fp32 checkpoint
+        weight): the start's tensors, base + update, are returned to be installed once, and nothing is kept."""
+        from hyper_es.es.scope import add_start, check_start
 
         self.master = master
-        add_start({n: master[n] for n in self.names}, self.start)
+        device = device if device is not None else _device(master)
+        installs = {}
+        if master:
+            add_start({n: master[n] for n in self.names}, self.start)
+        elif self.start:
+            if self.lora is None:
+                raise HyperESError("a dense ES source needs its fp32 master (candidates: inplace)")
+            check_start(self.names, self.start)
+            installs = {n: base(n) for n in self.start}
+            add_start(installs, self.start)
         if self.lora is None:
             self.theta = master
         else:
             from hyper_es.es.lora import init_factors
 
-            device = next(iter(master.values())).device
-            self.theta = init_factors({n: tuple(master[n].shape) for n in self.names}, self.lora.r, device)
+            shape = (lambda n: tuple(master[n].shape)) if master else (lambda n: tuple(shapes[n]))
+            self.theta = init_factors({n: shape(n) for n in self.names}, self.lora.r, device)
+        return installs
 
     def weights(self, member: Member | None) -> Weights:
         """θ + scale·ε(seed) (dense), or W₀ + s·B'A' (LoRA), for every tensor of the master; None: θ itself."""
@@ -143,6 +159,10 @@ class ESSource:
         from hyper_es.es.noise import threads
 
         return {"noise_threads": threads()}
+
+
+def _device(master: Mapping[str, torch.Tensor]):
+    return next(iter(master.values())).device if master else torch.device("cpu")
 
 
 @dataclass
@@ -210,9 +230,11 @@ class MergeWeights:
 
         ds = DirectionSet.load(spec["set_dir"], validate=False)
         genome, _ = Genome.from_json(spec["genome"])
+        inplace = spec.get("candidates", "inplace") == "inplace"  # LoRA candidates use the factors only
         return MergeSource(MergePlan(ds, genome, MergeSettings(**spec["settings"]), device=device,
                                      dtype=getattr(torch, spec.get("delta_dtype", "float32")),
-                                     prepare=spec.get("prepare", True), fused=spec.get("fused", False)))
+                                     prepare=inplace and spec.get("prepare", True),
+                                     fused=inplace and spec.get("fused", False)))
 
 
 @dataclass

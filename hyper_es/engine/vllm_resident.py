@@ -55,7 +55,9 @@ class VLLMResident(VLLMGenerator):
         super().__init__(model, tokenizer, worker_extension_cls=WORKER, **engine_kwargs)
         self._forget()
         self.last_fidelity, self.last_timing, self.last_fidelities = 0.0, {}, []
-        self._serial = 0  # adapters get fresh names: the prefix cache is keyed on them
+        # Adapter ids and names are never reused in an engine's life: vLLM's prefix cache is keyed on the name (since
+        # its PR #27211) or, before it, on the integer id, so a reused one could serve another candidate's KV.
+        self._last_id = 0
         if weights is not None:
             try:
                 self.load(weights, workdir)
@@ -88,14 +90,14 @@ class VLLMResident(VLLMGenerator):
     def unload(self) -> None:
         """The checkpoint's weights back, and no source."""
         if self.candidates == "lora":
-            self.llm.collective_rpc("hx_drop_adapters", args=([self.max_loras + 1],))
+            self._drop_current()
         self.llm.collective_rpc("hx_unload")
         self.llm.reset_prefix_cache()
         self._forget()
 
     def _forget(self) -> None:
         """No source: no candidate encoding, no targets."""
-        self.encode, self.targets, self.names, self._current = None, 0, [], None
+        self.encode, self.targets, self.names, self._current, self._current_id = None, 0, [], None, None
 
     def _loaded(self) -> None:
         if self.encode is None:
@@ -105,7 +107,9 @@ class VLLMResident(VLLMGenerator):
         """Serve `genome` in the calls that follow (in place, or as the adapter every request names)."""
         self._loaded()
         if self.candidates == "lora":
-            self._current = self._register([genome], [self.max_loras + 1])[0]
+            self._drop_current()
+            self._current = self._register([genome], self._fresh_ids(1))[0]
+            self._current_id = None if self._current is None else self._current.lora_int_id
             self.last_fidelity = self.last_fidelities[0]
             return
         self.last_timing = self.llm.collective_rpc("hx_set", args=(self.encode(genome),))[0]
@@ -134,9 +138,20 @@ class VLLMResident(VLLMGenerator):
         self.last_fidelities = info["fidelity"]
         self.last_timing = {self.timing_key: info["factors_s"], "install_s": info["register_s"], "fidelity_s": 0.0,
                             "fidelity": max(info["fidelity"], default=0.0)}
-        self._serial += 1
-        return [LoRARequest(f"hx-{self._serial}-{i}", i, ADAPTER_PATH) if served else None
+        return [LoRARequest(f"hx-{i}", i, ADAPTER_PATH) if served else None
                 for i, served in zip(ids, info["served"], strict=True)]
+
+    def _fresh_ids(self, n: int) -> list[int]:
+        """n adapter ids this engine has never used."""
+        ids = list(range(self._last_id + 1, self._last_id + n + 1))
+        self._last_id += n
+        return ids
+
+    def _drop_current(self) -> None:
+        """Drop the adapter of set_genome, if one is registered."""
+        if self._current_id is not None:
+            self.llm.collective_rpc("hx_drop_adapters", args=([self._current_id],))
+        self._current, self._current_id = None, None
 
     def _lora(self, n: int) -> dict:
         return {"lora_request": [self._current] * n} if self._current is not None else {}
@@ -158,15 +173,14 @@ class VLLMResident(VLLMGenerator):
             return outs
         # The candidate of set_genome leaves its slot: a chunk with a candidate without an update then holds at most
         # max_loras - 1 adapters, and the last slot, which such a request reads on CPU, stays zero.
-        self.llm.collective_rpc("hx_drop_adapters", args=([self.max_loras + 1],))
-        self._current = None
+        self._drop_current()
         made = [self._requests(gs, seeds) for gs in groups]
         if len(made) != len(genomes):
             raise ValueError(f"generate_candidates: {len(genomes)} genomes but {len(made)} prompt groups")
         outs, fids = [], []
         for start in range(0, len(genomes), self.max_loras):
             chunk, asks = genomes[start:start + self.max_loras], made[start:start + self.max_loras]
-            ids = list(range(1, len(chunk) + 1))
+            ids = self._fresh_ids(len(chunk))
             requests = self._register(chunk, ids)
             fids += self.last_fidelities
             done = iter(self.llm.generate([p for ps, _ in asks for p in ps], [q for _, qs in asks for q in qs],

@@ -48,12 +48,17 @@ class HyperESWorker:
         from hyper_es.architectures import get
 
         self.hx_base = spec["base"]
-        self._hx_bind(get(family), self.hx_source.names, spec["base"], device, family)
-        self.hx_source.bind(self.hx_master)
         self.hx_lora = spec.get("candidates") == "lora"
-        if self.hx_lora:  # candidates are adapters over the master (the base, plus a sequenced ES start)
+        # LoRA candidates are served beside the checkpoint's weights: no fp32 master is kept (only the parts a
+        # sequenced start changes are read, written once and dropped); in place, every part has its master.
+        self._hx_bind(get(family), self.hx_source.names, spec["base"], device, family, masters=not self.hx_lora)
+        installs = self.hx_source.bind(self.hx_master, device=device, shapes=self.hx_shapes,
+                                       base=None if not self.hx_lora else self._hx_read)
+        if self.hx_lora:  # the checkpoint is installed; only a sequenced ES start moves the resting weights
             for target, parts in self.hx_targets.items():
-                self._hx_install(target, {p: self.hx_master[p] for p in parts.values()})
+                if any(p in installs for p in parts.values()):
+                    self._hx_install(target, {p: installs.get(p) if p in installs else self._hx_read(p)
+                                              for p in parts.values()})
         else:
             self.hx_set(None)  # the source's resting weights (θ_0 of a sequenced ES start)
         return {"targets": len(self.hx_targets), "names": self.hx_source.names}
@@ -64,17 +69,22 @@ class HyperESWorker:
         from the checkpoint again: an ES source's θ is the master copy itself, updated in place."""
         if getattr(self, "hx_source", None) is None:
             return
-        from hyper_es.directions.sources import checkpoint_tensors, read_tensor
-
-        files = checkpoint_tensors(self.hx_base)
         for target, parts in self.hx_targets.items():
-            self._hx_install(target, {p: read_tensor(files[p], p).float() for p in parts.values()})
+            self._hx_install(target, {p: self._hx_read(p) for p in parts.values()})
         self.hx_source = self.hx_master = None
 
-    def _hx_bind(self, arch, tensors, base: str, device, family: str) -> None:
-        """Map HF tensors onto vLLM's (fused) targets, keep fp32 master copies of every part from the checkpoint, and
-        note the dtype each target is stored in."""
+    def _hx_read(self, hf: str) -> torch.Tensor:
+        """One checkpoint tensor, fp32, on the CPU (the reader's file index is built once per source)."""
         from hyper_es.directions.sources import checkpoint_tensors, read_tensor
+
+        if getattr(self, "hx_files", None) is None or self.hx_files[0] != self.hx_base:
+            self.hx_files = (self.hx_base, checkpoint_tensors(self.hx_base))
+        return read_tensor(self.hx_files[1][hf], hf).float()
+
+    def _hx_bind(self, arch, tensors, base: str, device, family: str, *, masters: bool = True) -> None:
+        """Map HF tensors onto vLLM's (fused) targets, keep fp32 master copies of every part from the checkpoint
+        (`masters`; their shapes either way), and note the dtype each target is stored in."""
+        from hyper_es.directions.sources import checkpoint_tensors, read_tensor, tensor_shapes
 
         model = self.model_runner.model
         # With LoRA enabled, vLLM wraps a layer and keeps it as `<name>.base_layer`: its weights are written there.
@@ -95,8 +105,11 @@ class HyperESWorker:
             for hf in parts:
                 self.hx_targets[target][hf] = hf
         self.hx_transposed = {hf for parts in self.hx_targets.values() for hf in parts if arch.vllm_is_transposed(hf)}
-        self.hx_master = {hf: read_tensor(files[hf], hf).to(device, torch.float32)
-                          for parts in self.hx_targets.values() for hf in parts.values()}
+        parts_all = [hf for parts in self.hx_targets.values() for hf in parts.values()]
+        shapes = tensor_shapes(base)
+        self.hx_shapes = {hf: tuple(shapes[hf]) for hf in parts_all}
+        self.hx_master = {hf: read_tensor(files[hf], hf).to(device, torch.float32) for hf in parts_all} if masters \
+            else {}
         self.hx_part_target = {hf: target for target, parts in self.hx_targets.items() for hf in parts}
         for target in self.hx_targets:
             if target not in self.hx_modules and target not in self.hx_params:
@@ -192,6 +205,8 @@ class HyperESWorker:
 
         wm = self.model_runner.lora_manager
         mm, dtype = wm._adapter_manager, wm.lora_config.lora_dtype
+        # built where the model is: on GPU no round trip through pinned host memory per tensor
+        device = next(self.model_runner.model.parameters()).device
         made_s = reg_s = 0.0
         served, fids = [], []
         for payload, lora_id in zip(payloads, ids, strict=True):
@@ -199,8 +214,8 @@ class HyperESWorker:
             for hf, a, b in self.hx_source.factors(self.hx_source.decode(payload)):
                 fid.add_factors(a, b, dtype)
                 module = hf.removesuffix(".weight")
-                tensors[f"base_model.model.{module}.lora_A.weight"] = a.to("cpu", dtype, copy=True)
-                tensors[f"base_model.model.{module}.lora_B.weight"] = b.to("cpu", dtype, copy=True)
+                tensors[f"base_model.model.{module}.lora_A.weight"] = a.to(device, dtype, copy=True)
+                tensors[f"base_model.model.{module}.lora_B.weight"] = b.to(device, dtype, copy=True)
                 modules.add(module.rsplit(".", 1)[-1])
             t1 = time.perf_counter()
             made_s += t1 - t0
@@ -210,10 +225,16 @@ class HyperESWorker:
             if tensors:  # scaling alpha/r = 1: the factors carry every scale
                 helper = PEFTHelper.from_dict({"r": rank, "lora_alpha": rank, "target_modules": sorted(modules)})
                 helper.validate_legal(wm.lora_config)
-                mm.add_adapter(LoRAModel.from_lora_tensors(lora_id, tensors, helper, device="cpu", dtype=dtype,
+                mm.add_adapter(LoRAModel.from_lora_tensors(lora_id, tensors, helper, device=str(device), dtype=dtype,
                                                            model_vocab_size=wm.vocab_size))
             reg_s += time.perf_counter() - t1
         return {"served": served, "fidelity": fids, "factors_s": made_s, "register_s": reg_s}
+
+    def hx_held(self) -> dict[str, int]:
+        """The bytes of live tensors in this worker by device (engine/census.py): measured, for memory tests."""
+        from hyper_es.engine.census import live_tensor_bytes
+
+        return live_tensor_bytes()
 
     def hx_drop_adapters(self, ids: list[int]) -> None:
         manager = getattr(self.model_runner, "lora_manager", None)

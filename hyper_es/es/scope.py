@@ -26,9 +26,14 @@ def es_tensors(names_shapes: dict[str, tuple[int, ...]], scope: str, layer_patte
 
 def add_start(master: dict[str, torch.Tensor], start: dict[str, torch.Tensor]) -> None:
     """θ_0 = base + the start row's update (sequencing); the update must lie inside the ES tensors."""
-    outside = sorted(set(start) - set(master))
+    check_start(master, start)
+    for n, d in start.items():
+        master[n] += d.to(master[n].device, torch.float32)
+
+
+def check_start(names, start: dict) -> None:
+    """The start's update must lie inside the ES tensors (`names`)."""
+    outside = sorted(set(start) - set(names))
     if outside:
         raise HyperESError(f"es.start: the start's update touches '{outside[0]}', outside es.scope; use scope: full "
                            f"or all_linear to cover it")
-    for n, d in start.items():
-        master[n] += d.to(master[n].device, torch.float32)
