@@ -42,7 +42,7 @@ def test_gpu_recipe_settings(name):
     path = next(p for p in RECIPES if p.stem == name)
     recipe = hx.load_recipe(path)
     header = path.read_text().split("\nname:")[0]
-    assert "GPU memory" in header and "GB" in header  # each GPU recipe states the memory it expects
+    assert "GPU memory" in header and "GiB" in header  # each states its memory plan (tests/test_memory_plan.py)
     assert recipe.model.dtype == "bfloat16" and recipe.eval.backend == "vllm" and recipe.gradient.use_vllm
     assert GPU[name] % recipe.merge.layer_group_size == 0  # equal layer groups
     assert recipe.eval.k == [1, 8] and recipe.eval.temperature > 0

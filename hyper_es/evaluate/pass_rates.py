@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hyper_es.directions.difficulty import difficulty_path, difficulty_settings
 from hyper_es.directions.train import training_tasks
-from hyper_es.engine import make_generator
+from hyper_es.engine import make_generator, serve_kwargs
 from hyper_es.evaluate.runner import evaluate_task
 from hyper_es.io import write_json_atomic
 
@@ -24,8 +24,8 @@ def measure_difficulty(recipe, run_dir: str | Path, *, backend: str | None = Non
         return path
     g, m = recipe.gradient, recipe.model
     gen, tok = make_generator(backend or recipe.eval.backend, m.name, dtype=recipe.eval.dtype, model_dtype=m.dtype,
-                              batch_size=recipe.eval.batch_size, seed=g.seed, max_model_len=m.max_model_len,
-                              revision=m.revision, trust_remote_code=m.trust_remote_code)
+                              batch_size=recipe.eval.batch_size, seed=g.seed, revision=m.revision,
+                              trust_remote_code=m.trust_remote_code, serve=serve_kwargs(recipe))
     rates, tokens, t0 = {}, 0, time.perf_counter()
     try:
         for task in training_tasks(recipe):

@@ -30,12 +30,13 @@ from hyper_es.recipe.search import (
     Resources,
     SearchConfig,
 )
+from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraConfig, MergeConfig, ModelConfig
 
 __all__ = [
     "METHODS", "SOURCE_TAGS", "BuiltinSource", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig",
     "FileSource", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
-    "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "Source", "Strict",
+    "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "ServeConfig", "Source", "Strict",
     "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "pin_run_partitions",
     "recipe_from_dict",
 ]

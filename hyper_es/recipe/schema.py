@@ -11,6 +11,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from hyper_es.recipe.data import TaskConfig
 from hyper_es.recipe.fields import PosInt, Strict
 from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, SearchConfig
+from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import GradientConfig, MergeConfig, ModelConfig
 
 
@@ -22,6 +23,7 @@ class Recipe(Strict):
     merge: MergeConfig = Field(default_factory=MergeConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
     es: ESConfig = Field(default_factory=ESConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     coevolve: CoevolveConfig | None = Field(None, description="co-evolve prompts with the parameters (none: fixed)")

@@ -77,6 +77,12 @@ class GradientConfig(Strict):
     rewards: dict[str, float] | None = Field(
         None, description="train on these rewards {name: weight} instead of each task's own (e.g. a dense one)")
     use_vllm: bool = False
+    vllm_gpu_memory_utilization: Annotated[float, Field(gt=0, lt=1)] | None = Field(
+        None, description="use_vllm: TRL's colocated vLLM share of the GPU; none: from the memory plan (its weights, "
+        "one generation batch's KV cache at vllm_max_model_length, activations, CUDA graphs)")
+    vllm_max_model_length: PosInt | None = Field(
+        None, description="use_vllm: the context of TRL's vLLM; none: model.max_model_len (TRL's own default is the "
+        "model's full context: 32k for Qwen2.5, 131k for R1-Distill)")
     seed: NonNegInt = 0
     checkpoint_every: NonNegInt = Field(0, description="TRL checkpoint every N steps (0: a killed job restarts)")
     baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")

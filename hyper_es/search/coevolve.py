@@ -175,12 +175,12 @@ def proposed(recipe, run_dir, backend: str):
     ask = asked(recipe)
     path = Path(run_dir) / PROPOSALS
     if ask["tasks"] and not path.is_file():
-        from hyper_es.engine import make_generator
+        from hyper_es.engine import make_generator, serve_kwargs
 
         c, m = recipe.coevolve, recipe.model
         own = c.proposer is None  # the recipe's model: its revision and dtype
         gen, tok = make_generator(backend, ask["model"], model_dtype=m.dtype if own else None, seed=ask["seed"],
-                                  max_model_len=m.max_model_len, revision=m.revision if own else None,
+                                  revision=m.revision if own else None, serve=serve_kwargs(recipe),
                                   trust_remote_code=m.trust_remote_code if own else False)
         try:
             record = propose(recipe, gen, tok)

@@ -1,0 +1,24 @@
+"""The GPU memory plan (`hyper-es check RECIPE --plan`): each stage's peak, worked out before anything starts, and
+the engine settings that follow from it (vLLM's share of the card, TRL's vLLM share)."""
+
+from __future__ import annotations
+
+from hyper_es.memory.plan import Plan, Stage, memory_plan, parse_size
+from hyper_es.memory.shapes import GIB, ModelShape, model_config
+
+__all__ = ["GIB", "ModelShape", "Plan", "Stage", "memory_plan", "model_config", "parse_size", "planned_share",
+           "recipe_plan"]
+
+
+def recipe_plan(recipe, device_bytes: int, *, resolve: bool = True, prompt_tokens: int = 512) -> Plan:
+    """The plan of `recipe` on one GPU of `device_bytes`, from the model's shipped or own config."""
+    config, where = model_config(recipe.model.name, revision=recipe.model.revision, resolve=resolve)
+    return memory_plan(recipe, config, device_bytes, prompt_tokens=prompt_tokens, where=where)
+
+
+def planned_share(recipe, stage: str, device_bytes: int) -> float | None:
+    """The plan's vLLM share (gpu_memory_utilization) for a resident engine's stage; None for a stage the plan does
+    not cover (vLLM's default then)."""
+    plan = recipe_plan(recipe, device_bytes)
+    found = next((s for s in plan.stages if s.name == stage), None)
+    return None if found is None else found.settings.get("serve.gpu_memory_utilization")

