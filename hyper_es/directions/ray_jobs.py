@@ -21,9 +21,10 @@ def _train(data: dict, path: str, job, run_dir: str, base_hash: str) -> str:
 def run_jobs_on_ray(recipe, jobs: list, run_dir: Path, base_hash: str) -> list[Path]:
     """Train `jobs` (JobSpecs) as Ray tasks; returns their adapter folders in job order. A job that fails raises
     its own error (Ray re-raises the worker's exception as an instance of its class)."""
-    from hyper_es.distributed.cluster import ray_cluster, worker_env
+    from hyper_es.distributed.cluster import ray_cluster, require_gpus, worker_env
 
     ex = recipe.executor
+    require_gpus("executor.job.num_gpus", ex.job.num_gpus, "gradient job")  # a job trains on CUDA when it sees it
     with ray_cluster(ex, recipe.threads) as ray:
         task = ray.remote(num_cpus=ex.job.num_cpus, num_gpus=ex.job.num_gpus, max_retries=ex.max_retries,
                           runtime_env=worker_env(recipe.threads))(_train)

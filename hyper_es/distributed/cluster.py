@@ -33,6 +33,23 @@ def worker_env(threads: int = 1) -> dict:
     return {"env_vars": env}
 
 
+def cuda_present() -> bool:
+    """Whether this driver sees a CUDA device (the one probe of the GPU refusals below; tests replace it)."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.device_count() > 0
+
+
+def require_gpus(field: str, num_gpus: float, what: str) -> None:
+    """Refuse `what` asked for with `field` = 0 on a machine with CUDA: Ray (2.60) leaves CUDA_VISIBLE_DEVICES alone
+    for a task or actor of num_gpus=0, so every one of them would land on GPU 0. Call it before Ray starts."""
+    if num_gpus == 0 and cuda_present():
+        raise ConfigError(f"{field}: 0 on a machine with CUDA GPUs, so Ray would put every {what} on GPU 0; set "
+                          f"{field} to the GPUs each one uses (1 for one per GPU, 0.5 for two per GPU)")
+
+
 @contextmanager
 def ray_cluster(executor, threads: int = 1):
     """Ray for the length of a stage: joins `executor.address`, or starts a local cluster of `executor.num_cpus`

