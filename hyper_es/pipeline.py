@@ -2,15 +2,19 @@
 `method: es`, the baseline → full-parameter ES → final evaluation → report.
 
 Every stage resumes from what is on disk: finished jobs are skipped, the search continues from its checkpoint
-(and is not re-run once `search/result.json` exists), finished evaluation rows are skipped.
+(and is not re-run once `search/result.json` exists), finished evaluation rows are skipped. With `executor.isolate`
+on, each GRPO job (and the difficulty measurement), the search or ES, and the final evaluation with the report run
+in a child process of their own, so each starts on an empty card; the driver itself holds no engine or trainer.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 from hyper_es.recipe import Recipe, recipe_from_dict
+from hyper_es.recipe.isolate import in_own_process
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +55,15 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     if recipe.method == "es":
         return run_es_method(recipe, run_dir, backend=backend)
     logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
-    collect(recipe, run_dir, baseline=True, measure=lambda r, d: measure_difficulty(r, d, backend=backend))
+    collect(recipe, run_dir, baseline=True, measure=partial(measure_difficulty, backend=backend))  # isolates its jobs
     if not (run_dir / "geometry.json").is_file():
         write_json_atomic(run_dir / "geometry.json", DirectionSet.from_run(run_dir).geometry())
     if (run_dir / "search" / "result.json").is_file():
         logger.info("stage 2/4: search already finished (search/result.json)")
     else:
         logger.info("stage 2/4: CMA-ES search")
-        search(recipe, run_dir, backend=backend, score_test=False)  # stage 3 evaluates every row on test
-    return evaluate_and_report(recipe, run_dir, backend)
+        in_own_process(recipe, "search", search, run_dir, backend=backend, score_test=False)  # stage 3: every row
+    return in_own_process(recipe, "final evaluation and report", evaluate_and_report, run_dir, backend)
 
 
 def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) -> dict:
@@ -71,8 +75,8 @@ def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) 
     logger.info("stage 1/4: gradient stage (the GRPO-LoRA baseline)")
     collect(recipe, run_dir, baseline=True, directions=False)
     logger.info("stage 2/4: full-parameter ES (a finished run is kept as it is)")
-    run_es(recipe, run_dir, backend=backend)
-    return evaluate_and_report(recipe, run_dir, backend)
+    run_es(recipe, run_dir, backend=backend)  # ES, and GRPO-LoRA after it, each in its own process when isolated
+    return in_own_process(recipe, "final evaluation and report", evaluate_and_report, run_dir, backend)
 
 
 def evaluate_and_report(recipe: Recipe, run_dir: Path, backend: str | None) -> dict:

@@ -45,6 +45,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 @pytest.fixture(autouse=True)
+def _stages_in_this_process(monkeypatch):
+    """The suite runs as on a CPU on any machine: `executor.isolate: auto` keeps every stage in the test's process
+    (so monkeypatches and lambdas reach it); tests of isolation set `always` or patch the probe themselves."""
+    monkeypatch.setattr("hyper_es.distributed.child.cuda_present", lambda: False)
+
+
+@pytest.fixture(autouse=True)
 def _vllm_only_where_marked(request, monkeypatch):
     """A test that starts a vLLM engine in this process carries the `vllm` marker: make test runs those in a lane of
     their own (scripts/test_lanes.py), so that two engines never share the cores."""

@@ -56,15 +56,10 @@ def _ints(text: str, opt: str) -> tuple[int, ...]:
 
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logging")] = False) -> None:
-    import signal
-
+    from hyper_es.distributed.child import unwind_on_sigterm
     from hyper_es.progress import setup_logging
 
     setup_logging(verbose)
-    # SIGTERM unwinds like Ctrl-C, so engines are shut down (vLLM's EngineCore would otherwise outlive us) and
-    # stages stop between atomic writes; a re-run resumes.
-    signal.signal(signal.SIGTERM, _terminate)
-
-
-def _terminate(signum, frame) -> None:
-    raise SystemExit(128 + signum)
+    # SIGTERM unwinds like Ctrl-C, so engines and child processes are shut down (vLLM's EngineCore would otherwise
+    # outlive us) and stages stop between atomic writes; a re-run resumes.
+    unwind_on_sigterm()

@@ -13,6 +13,7 @@ from hyper_es.directions.manifest import read_manifest
 from hyper_es.directions.train import run_job
 from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import Recipe, pin_run_partitions
+from hyper_es.recipe.isolate import in_own_process
 
 logger = logging.getLogger(__name__)
 RECIPE_FILE = "recipe.yaml"
@@ -56,7 +57,8 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
             measure=None) -> list[Path]:
     """Run every planned job that has not finished yet; return the finished job folders in plan order. Jobs binned
     by difficulty need the base pass rates: `measure(recipe, run_dir)` writes them first (the pipeline and the CLI
-    pass evaluate/pass_rates.measure_difficulty; the engines are a layer above this one)."""
+    pass evaluate/pass_rates.measure_difficulty; the engines are a layer above this one). With `executor.isolate`
+    on, each local job and the measurement run in a child process of their own (`measure` must then pickle)."""
     from hyper_es import models
     from hyper_es.models.identity import weights_hash
 
@@ -80,14 +82,14 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
             raise HyperESError(f"{difficulty_path(run_dir)}: gradient.vary: difficulty needs the base pass rates; "
                                f"`hyper-es run` and `hyper-es collect` measure them")
         logger.info("measuring the base pass rates of the train rows (gradient.vary: difficulty)")
-        measure(recipe, run_dir)
+        in_own_process(recipe, "difficulty measurement", measure, run_dir)
     if pending and recipe.executor.kind == "ray":
         from hyper_es.directions.ray_jobs import run_jobs_on_ray
 
         run_jobs_on_ray(recipe, pending, run_dir, base_hash)
     for i, job in enumerate(pending if recipe.executor.kind == "local" else [], 1):
         logger.info("job %d/%d: %s", i, len(pending), job.name)
-        run_job(recipe, job, run_dir, base_hash)
+        in_own_process(recipe, f"job {job.name}", run_job, job, run_dir, base_hash)
     if directions and snapshots:
         from hyper_es.directions.snapshots import derive_directions
 

@@ -12,23 +12,23 @@ logger = logging.getLogger(__name__)
 
 def _train(data: dict, path: str, job, run_dir: str, base_hash: str) -> str:
     from hyper_es.directions.train import run_job
-    from hyper_es.recipe import recipe_from_dict
+    from hyper_es.recipe.isolate import call_with_recipe
 
-    recipe = recipe_from_dict(data, path)
-    return str(run_job(recipe, job, Path(run_dir), base_hash))
+    return str(call_with_recipe(run_job, data, path, job, Path(run_dir), base_hash))
 
 
 def run_jobs_on_ray(recipe, jobs: list, run_dir: Path, base_hash: str) -> list[Path]:
     """Train `jobs` (JobSpecs) as Ray tasks; returns their adapter folders in job order. A job that fails raises
     its own error (Ray re-raises the worker's exception as an instance of its class)."""
     from hyper_es.distributed.cluster import ray_cluster, require_gpus, worker_env
+    from hyper_es.recipe.isolate import portable
 
     ex = recipe.executor
     require_gpus("executor.job.num_gpus", ex.job.num_gpus, "gradient job")  # a job trains on CUDA when it sees it
     with ray_cluster(ex, recipe.threads) as ray:
         task = ray.remote(num_cpus=ex.job.num_cpus, num_gpus=ex.job.num_gpus, max_retries=ex.max_retries,
                           runtime_env=worker_env(recipe.threads))(_train)
-        data, path = recipe.model_dump(mode="json"), str(recipe._path or "<recipe>")
+        data, path = portable(recipe)
         refs = [task.remote(data, path, job, str(run_dir), base_hash) for job in jobs]
         logger.info("gradient stage on Ray: %d jobs submitted (%s CPU, %s GPU each)", len(jobs), ex.job.num_cpus,
                     ex.job.num_gpus)

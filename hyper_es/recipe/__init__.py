@@ -1,6 +1,7 @@
 """Recipe schema: one validated YAML file drives the whole pipeline. `fields` (base model, field types) → `data`
 (sources, prompt, task) → `training` (model, gradient jobs, merge) → `search` (search, ES, evaluation, executor,
-co-evolution) → `schema` (the Recipe) → `load` (YAML in, one line per error out)."""
+co-evolution) → `schema` (the Recipe) → `load` (YAML in, one line per error out) → `isolate` (a stage in a child
+process, the recipe as plain data)."""
 
 from hyper_es.recipe.data import (
     SOURCE_TAGS,

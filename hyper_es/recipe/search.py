@@ -155,6 +155,10 @@ class ExecutorConfig(Strict):
     engine: Resources = Field(default_factory=Resources, description="per engine actor")
     engines: PosInt = Field(1, description="engine actors in the pool")
     max_retries: NonNegInt = Field(2, description="a gradient job whose worker dies is retried (from its checkpoint)")
+    isolate: Literal["auto", "always", "never"] = Field(
+        "auto", description="auto: each local GRPO job and each stage of `hyper-es run` in a child process of its own "
+        "when CUDA is present, so each starts on an empty card (an engine's memory is not given back in-process); "
+        "always: also on CPU (a few seconds per child); never: everything in this process")
 
 
 class PromptSpace(Strict):

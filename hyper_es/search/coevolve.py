@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import write_json_atomic
+from hyper_es.recipe.isolate import in_own_process
 from hyper_es.tasks.prompt_genome import Prompt, TaskPrompts, task_prompts
 from hyper_es.tasks.proposals import PROPOSALS, asked, propose, with_proposals
 
@@ -170,24 +171,27 @@ def coevolution(recipe, inner, tasks: list) -> Coevolution:
 
 def proposed(recipe, run_dir, backend: str):
     """The recipe with the run's proposed template rewrites (`coevolve.tasks.<task>.propose`): asked for once, from
-    the proposer served by `backend` (started and closed here, before the stage's own engine), then read from
-    RUN/proposals.json."""
-    ask = asked(recipe)
-    path = Path(run_dir) / PROPOSALS
-    if ask["tasks"] and not path.is_file():
-        from hyper_es.engine import make_generator, serve_kwargs
-
-        c, m = recipe.coevolve, recipe.model
-        own = c.proposer is None  # the recipe's model: its revision and dtype
-        gen, tok = make_generator(backend, ask["model"], model_dtype=m.dtype if own else None, seed=ask["seed"],
-                                  revision=m.revision if own else None, serve=serve_kwargs(recipe),
-                                  trust_remote_code=m.trust_remote_code if own else False)
-        try:
-            record = propose(recipe, gen, tok)
-        finally:
-            gen.close()
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, record)
-        logger.info("proposer %s: %s", ask["model"], ", ".join(
-            f"{t}: {len(r['kept'])} of {len(r['proposals'])} rewrites kept" for t, r in record["tasks"].items()))
+    the proposer served by `backend` (started and closed before the stage's own engine; in a child process of its
+    own with `executor.isolate` on), then read from RUN/proposals.json."""
+    if asked(recipe)["tasks"] and not (Path(run_dir) / PROPOSALS).is_file():
+        in_own_process(recipe, "template proposals", ask_proposer, run_dir, backend)
     return with_proposals(recipe, run_dir)
+
+
+def ask_proposer(recipe, run_dir, backend: str) -> None:
+    """Serve the proposer, ask it for the recipe's template rewrites and write RUN/proposals.json."""
+    from hyper_es.engine import make_generator, serve_kwargs
+
+    ask, c, m = asked(recipe), recipe.coevolve, recipe.model
+    own = c.proposer is None  # the recipe's model: its revision and dtype
+    gen, tok = make_generator(backend, ask["model"], model_dtype=m.dtype if own else None, seed=ask["seed"],
+                              revision=m.revision if own else None, serve=serve_kwargs(recipe),
+                              trust_remote_code=m.trust_remote_code if own else False)
+    try:
+        record = propose(recipe, gen, tok)
+    finally:
+        gen.close()
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    write_json_atomic(Path(run_dir) / PROPOSALS, record)
+    logger.info("proposer %s: %s", ask["model"], ", ".join(
+        f"{t}: {len(r['kept'])} of {len(r['proposals'])} rewrites kept" for t, r in record["tasks"].items()))

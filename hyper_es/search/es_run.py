@@ -22,6 +22,7 @@ from hyper_es.errors import DataError
 from hyper_es.es.history import START, finished
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
+from hyper_es.recipe.isolate import in_own_process
 from hyper_es.fitness import Score, Scorer, fitness_splits
 from hyper_es.search.es_strategy import ESStrategy
 from hyper_es.search.loop import drive, score_generation
@@ -100,9 +101,17 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
 
 
 def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
-    """`hyper-es es`: build the resident ES engine, run (or resume) ES in RUN/es/, close the engine; then, with
-    `es.then: grpo`, the GRPO-LoRA job on ES's weights (RUN/es/grpo/). A run folder started with other ES or
-    fitness settings is refused (its history would not replay to the same weights)."""
+    """`hyper-es es`: ES (`es_stage`), then, with `es.then: grpo`, the GRPO-LoRA job on ES's weights (RUN/es/grpo/);
+    each in a child process of its own with `executor.isolate` on (the job's trainer starts on an empty card)."""
+    result = in_own_process(recipe, "full-parameter ES", es_stage, Path(run_dir), backend=backend)
+    if recipe.es.then == "grpo":  # ES → GRPO-LoRA, on the weights ES kept
+        in_own_process(recipe, "ES → GRPO-LoRA job", es_then_grpo, Path(run_dir))
+    return result
+
+
+def es_stage(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> dict:
+    """Build the resident ES engine, run (or resume) ES in RUN/es/, close the engine. A run folder started with other
+    ES or fitness settings is refused (its history would not replay to the same weights)."""
     from hyper_es.engine import es_engine
 
     out = Path(run_dir) / "es"
@@ -149,8 +158,6 @@ def run_es(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -
             engine, tok = es_engine(recipe, backend or recipe.eval.backend, start_file)
             stack.callback(engine.close)
             result = es_search(recipe, run_dir, engine, tok)
-    if recipe.es.then == "grpo":  # ES → GRPO-LoRA, on the weights ES kept
-        es_then_grpo(recipe, run_dir)
     return result
 
 
