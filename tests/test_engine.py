@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 import hyper_es as hx
@@ -24,7 +25,7 @@ def test_inplace_engine_honours_the_recipe_dtype(tmp_path):
     from hyper_es import models
 
     base = models.resolve("tiny-random")
-    sd = {"model.layers.0.self_attn.q_proj.weight": torch.ones(64, 64) * 1e-3}
+    sd = {"model.layers.0.self_attn.q_proj.weight": torch.ones(64, 64) * 0.1}  # large enough to survive bf16
     ds = hx.DirectionSet.from_dicts(str(base), {"a": sd})
     for eval_dtype, want in (("auto", torch.float32), ("bfloat16", torch.bfloat16)):
         recipe.eval.dtype = eval_dtype
@@ -83,3 +84,22 @@ def test_worker_refusal_comes_back_as_one_error(tiny_path, tmp_path):
             "settings": MergeSettings().__dict__, "base": str(tiny_path)}
     out = worker.hx_load(spec)
     assert set(out) == {"error"} and "qkv_proj" in out["error"] and "\n" not in out["error"]
+
+
+def test_a_16_bit_inplace_engine_that_would_round_the_update_away_is_refused(tmp_path):
+    """DARE-TIES in bf16 over an update far below bf16's spacing: refused before the engine loads, in one line naming
+    the opt-in; with serve.lossy_inplace the recipe gets its engine."""
+    from hyper_es import models
+    from hyper_es.errors import HyperESError
+
+    recipe = hx.load_recipe(ROOT / "recipes/tiny.yaml")
+    recipe.eval.dtype = "bfloat16"
+    sd = {"model.layers.0.self_attn.q_proj.weight": torch.ones(64, 64) * 1e-6}
+    ds = hx.DirectionSet.from_dicts(str(models.resolve("tiny-random")), {"a": sd})
+    genome, settings = recipe_genome(recipe, ds)
+    with pytest.raises(HyperESError, match="serve.lossy_inplace: true"):
+        inplace_engine(recipe, "hf", ds, genome, settings, tmp_path, seed=0)
+    recipe.serve.lossy_inplace = True
+    engine, _ = inplace_engine(recipe, "hf", ds, genome, settings, tmp_path, seed=0)
+    assert engine.last_fidelity == 0.0  # the resting weights: the base
+    engine.close()

@@ -94,20 +94,32 @@ def test_auto_picks_lora_where_inplace_rounds_the_update_away(tiny_path, shapes)
     assert linear.inplace_fidelity("bfloat16") > 0.5
     assert candidate_path("auto", "vllm", "bfloat16", linear)[0] == "lora"
     assert candidate_path("auto", "vllm", "float32", linear)[0] == "inplace"  # exact in fp32
-    assert candidate_path("auto", "hf", "bfloat16", linear)[0] == "inplace"
+    with pytest.raises(HyperESError, match="would be .*% off"):
+        candidate_path("auto", "hf", "bfloat16", linear)  # HF writes in place: refused in bf16
     big = MergeWeights(ds, genome, MergeSettings("task_arithmetic"))  # O(1) entries: bf16 keeps them
     assert big.inplace_fidelity("bfloat16") < 0.1
     assert candidate_path("auto", "vllm", "bfloat16", big)[0] == "inplace"
     ties = MergeWeights(small, genome_for(small), MergeSettings("dare_ties"))
-    path, why = candidate_path("auto", "vllm", "bfloat16", ties)
+    assert ties.inplace_fidelity("bfloat16") > 0.5  # estimated by merging the sampled tensors
+    with pytest.raises(HyperESError, match=r"in place in bfloat16 .*elects signs per entry\): the installed update "
+                                           r"would be \d+% off.*serve.lossy_inplace: true"):
+        candidate_path("auto", "vllm", "bfloat16", ties)  # refused: most of the update would round away
+    path, why = candidate_path("auto", "vllm", "bfloat16", ties, lossy=True)  # opted in by name
     assert path == "inplace" and why.endswith("merge method dare_ties elects signs per entry")
+    assert candidate_path("auto", "hf", "float32", ties)[0] == "inplace"  # fp32: exact, never refused
+    big_ties = MergeWeights(ds, genome, MergeSettings("dare_ties"))
+    assert candidate_path("auto", "vllm", "bfloat16", big_ties)[0] == "inplace"  # bf16 keeps O(1) updates
     with pytest.raises(HyperESError, match="search.candidates: lora: .*merge method dare_ties"):
         candidate_path("lora", "vllm", "bfloat16", ties)
     es = ESWeights(tiny_path, "llama", "lora", LoraShape(4, 8.0, ("q_proj", "v_proj")), sigma=1e-3)
     assert candidate_path("auto", "vllm", "bfloat16", es)[0] == "lora"
-    dense_es = ESWeights(tiny_path, "llama", "all_linear")
-    assert candidate_path("auto", "vllm", "bfloat16", dense_es)[0] == "inplace"
-    assert candidate_path("inplace", "vllm", "bfloat16", linear)[0] == "inplace"
+    dense_es = ESWeights(tiny_path, "llama", "all_linear", sigma=1e-3)
+    assert dense_es.inplace_fidelity("bfloat16") > 0.1  # σ = 1e-3 noise is near bf16's spacing
+    with pytest.raises(HyperESError, match="would be .*% off"):
+        candidate_path("auto", "vllm", "bfloat16", dense_es)
+    assert candidate_path("auto", "vllm", "bfloat16", dense_es, lossy=True)[0] == "inplace"
+    with pytest.raises(HyperESError, match="would be .*% off"):
+        candidate_path("inplace", "hf", "bfloat16", linear)  # the HF engine writes in place too
 
 
 def test_adapter_fidelity_is_the_factors_own_rounding(tiny_path, shapes):

@@ -89,12 +89,15 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     typer.echo("scale".rjust(8) + "".join(f"{p}:{d}".rjust(18) for p, d in cols))
     for c, fid in rows:
         typer.echo(f"{c:8.2f}" + "".join(f"{fid[col]:18.3f}" for col in cols))
-    path, why = candidate_path(rec.search.candidates, rec.eval.backend, dtype, merge_weights(rec, ds, genome, settings))
+    path, why = candidate_path(rec.search.candidates, rec.eval.backend, dtype, merge_weights(rec, ds, genome, settings),
+                               lossy=True)  # the table says how lossy; the engine's start refuses
     at_x0 = dict(rows)[1.0][(path, dtype)]
     served = "as LoRA adapters" if path == "lora" else "in place"
     advice = ""
     if at_x0 > WARN_ABOVE:
         advice = "; set eval.dtype: float32" + (" or search.candidates: lora" if low else "")
+        if path == "inplace" and dtype not in ("float32", "float64") and not rec.serve.lossy_inplace:
+            advice += " (the engine refuses it unless serve.lossy_inplace: true)"
     typer.echo(f"verdict: search.candidates {rec.search.candidates}: served {served} ({why}); at x0 the served "
                f"update is off by {at_x0:.1%}{advice}")
 
@@ -182,7 +185,8 @@ def search_cmd(
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],
     model: Annotated[Optional[str], typer.Option(help="built-in name, local folder or hub id")] = None,
-    adapter: Annotated[Optional[Path], typer.Option(help="PEFT LoRA adapter to merge into the model first")] = None,
+    adapter: Annotated[Optional[Path], typer.Option(help="PEFT LoRA adapter: served as a LoRA by a 16-bit vLLM engine, "
+                                                    "merged into the weights otherwise")] = None,
     recipe: Annotated[Optional[Path], typer.Option(help="take model and tasks from this recipe")] = None,
     backend: Annotated[str, typer.Option(help="vllm | hf")] = "vllm",
     k: Annotated[str, typer.Option(help="pass@k values, e.g. 1,8")] = "1",
@@ -230,11 +234,16 @@ def eval_cmd(
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
                   model_dtype=rec.model.dtype, serve=serve_kwargs(rec))
     if adapter:
+        from hyper_es.engine import adapter_as_lora, engine_dtype
         from hyper_es.models import with_adapter
 
-        kw.pop("revision", None)
-        model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
+        if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
+            kw["adapter"] = adapter  # served as a LoRA: merged into 16-bit weights, the update would round away
+        else:  # fp32 (exact) or HF: merged into the weights
+            kw.pop("revision", None)
+            model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
     gen, tokenizer = make_generator(backend, model, **kw)
+    model = f"{model}+{adapter}" if kw.get("adapter") else model
     try:
         results = [evaluate_task(gen, tokenizer, t, split=split, sampling=s, ks=ks, limit=limit)
                    for t, s in zip(tasks, samplings)]

@@ -12,7 +12,7 @@ from pathlib import Path
 from hyper_es.engine.base import Generator, Sampling
 from hyper_es.errors import HyperESError
 
-__all__ = ["Generator", "Sampling", "engine_dtype", "es_engine", "es_weights", "inplace_engine", "make_generator",
+__all__ = ["Generator", "Sampling", "adapter_as_lora", "engine_dtype", "es_engine", "es_weights", "inplace_engine", "make_generator",
            "merge_weights", "resident_engine", "run_engine", "serve_kwargs"]
 BACKENDS = ("vllm", "hf")
 
@@ -51,15 +51,18 @@ def serve_kwargs(recipe, stage: str | None = None) -> dict:
 
 def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype: str | None = None,
                    batch_size: int = 32, seed: int = 0, max_model_len: int = 2048, revision: str | None = None,
-                   trust_remote_code: bool = False, serve: dict | None = None):
+                   trust_remote_code: bool = False, serve: dict | None = None, adapter: Path | None = None):
     """(generator, tokenizer) for a model name (built-in, folder or hub id); dtype by `engine_dtype`; `serve`: the
-    vLLM settings of `serve_kwargs` (its max_model_len wins)."""
+    vLLM settings of `serve_kwargs` (its max_model_len wins). `adapter`: a PEFT LoRA folder a vLLM engine serves
+    as a LoRA in every request (see `adapter_as_lora`)."""
     from hyper_es import models
 
     _check_backend(backend)
     dtype = engine_dtype(backend, dtype, model_dtype)
     serve = dict(serve or {})
     max_model_len = serve.pop("max_model_len", None) or max_model_len
+    if adapter is not None and backend != "vllm":
+        raise HyperESError("an adapter served as a LoRA needs the vllm backend; merge it first (models.with_adapter)")
     if backend == "vllm":
         from transformers import AutoTokenizer
 
@@ -68,12 +71,18 @@ def make_generator(backend: str, model: str, *, dtype: str = "auto", model_dtype
         path = models.resolve(model, revision=revision)
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         return VLLMGenerator(Path(path), tokenizer, dtype=dtype, seed=seed, trust_remote_code=trust_remote_code,
-                             max_model_len=max_model_len, **serve), tokenizer
+                             max_model_len=max_model_len, adapter=adapter, **serve), tokenizer
     from hyper_es.engine.hf import HFGenerator
 
     model_obj, tokenizer = models.load(model, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
                                        device=models.default_device())
     return HFGenerator(model_obj, tokenizer, batch_size=batch_size, max_model_len=max_model_len), tokenizer
+
+
+def adapter_as_lora(backend: str, dtype: str) -> bool:
+    """Serve a PEFT adapter as a LoRA (True) or merge it into the weights: a 16-bit vLLM engine serves it as a LoRA,
+    since merged into 16-bit weights most of a small update rounds away; fp32 (exact) and HF merge it."""
+    return backend == "vllm" and dtype not in ("float32", "float64")
 
 
 def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path | None = None,
@@ -85,7 +94,7 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
     `serve_kwargs(recipe, stage)`."""
     _check_backend(backend)
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
-    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights)
+    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=recipe.serve.lossy_inplace)
     if backend == "vllm":
         import logging
 
@@ -108,10 +117,25 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
                       max_model_len=recipe.model.max_model_len), tok
 
 
-def candidate_path(setting: str, backend: str, dtype: str, weights) -> tuple[str, str]:
+def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bool = False) -> tuple[str, str]:
     """("inplace" | "lora", why) for `search.candidates` (auto | inplace | lora) with this backend, engine dtype and
     weight source. auto takes LoRA adapters when the candidates are LoRAs (a linear merge of LoRA directions, ES
-    over LoRA factors) and the in-place fidelity estimate for `dtype` is above the search's warning (10%)."""
+    over LoRA factors) and the in-place fidelity estimate for `dtype` is above the search's warning (10%). In place
+    in a 16-bit engine with an estimate above that, it is refused unless `lossy` (serve.lossy_inplace)."""
+    path, why = _candidate_path(setting, backend, dtype, weights)
+    if path == "inplace" and dtype not in ("float32", "float64") and not lossy:
+        from hyper_es.engine.fidelity import WARN_ABOVE
+
+        estimate = weights.inplace_fidelity(dtype)
+        if estimate > WARN_ABOVE:
+            raise HyperESError(
+                f"candidates in place in {dtype} ({why}): the installed update would be {100 * estimate:.0f}% off "
+                f"(rounding; fidelity estimate at x0); set eval.dtype: float32, merge linearly with "
+                f"search.candidates: lora, or accept it with serve.lossy_inplace: true")
+    return path, why
+
+
+def _candidate_path(setting: str, backend: str, dtype: str, weights) -> tuple[str, str]:
     if setting == "inplace":
         return "inplace", "search.candidates: inplace"
     reason = lora_refusal(weights)

@@ -105,13 +105,15 @@ def fidelity(master: torch.Tensor, delta: torch.Tensor, dtype: str | torch.dtype
     return next(iter(estimates([(master, delta)], [dtype], rows=rows).values()))
 
 
-def merge_fidelity(plan, x, dtypes: Iterable[str | torch.dtype], *, rows: int | None = SAMPLE_ROWS) -> dict[str, float]:
+def merge_fidelity(plan, x, dtypes: Iterable[str | torch.dtype], *, rows: int | None = SAMPLE_ROWS,
+                   only=None) -> dict[str, float]:
     """{dtype name: fidelity} of genome x's merge (a `MergePlan`), estimated without an engine (`hyper-es check
-    --run`): the fp32 master of each touched tensor read from the base checkpoint, one tensor at a time."""
+    --run`): the fp32 master of each touched tensor (or of those in `only`) read from the base checkpoint, one
+    tensor at a time."""
     from hyper_es.directions.sources import checkpoint_tensors, read_tensor
 
     files = checkpoint_tensors(plan.ds.base_path)
-    return estimates(((read_tensor(files[t], t), delta) for t, delta in plan.deltas(x)), dtypes, rows=rows)
+    return estimates(((read_tensor(files[t], t), delta) for t, delta in plan.deltas(x, only)), dtypes, rows=rows)
 
 
 def sampled_names(names: list[str], count: int = 8) -> list[str]:

@@ -207,10 +207,17 @@ class MergeWeights:
 
     def inplace_fidelity(self, dtype: str) -> float:
         """The fidelity estimate of the search's start (the genome's uniform x0) installed in place in `dtype`, on
-        8 evenly spaced tensors (a linear merge of LoRA directions only)."""
-        from hyper_es.engine.fidelity import factors_fidelity, sampled_names
+        8 evenly spaced tensors: from the LoRA factors for a linear merge of LoRA directions, else by merging them."""
+        from hyper_es.engine.fidelity import factors_fidelity, merge_fidelity, sampled_names
 
-        low = self._low_rank()
+        try:
+            low = self._low_rank()
+        except HyperESError:  # TIES, DARE, dense directions: merge the sampled tensors
+            from hyper_es.merging import MergePlan
+
+            plan = MergePlan(self.ds, self.genome, self.settings, prepare=False)
+            only = set(sampled_names(list(plan.tensors)))
+            return merge_fidelity(plan, self.genome.initial(), [dtype], only=only)[str(dtype)]
         return factors_fidelity(self.base, low.factors(self.genome.initial()), dtype, sampled_names(list(low.stacked)))
 
     def worker_spec(self, workdir: Path) -> dict:
@@ -275,12 +282,19 @@ class ESWeights:
 
     def inplace_fidelity(self, dtype: str) -> float:
         """The fidelity estimate of a first-generation member (θ_0 + σ·ε(seed 0)) installed in place in `dtype`, on
-        8 evenly spaced LoRA targets (`scope: lora` only)."""
-        from hyper_es.directions.sources import tensor_shapes
-        from hyper_es.engine.fidelity import factors_fidelity, sampled_names
+        8 evenly spaced ES tensors (LoRA targets for `scope: lora`)."""
+        from hyper_es.directions.sources import checkpoint_tensors, read_tensor, tensor_shapes
+        from hyper_es.engine.fidelity import estimates, factors_fidelity, sampled_names
         from hyper_es.es.lora import init_factors, member_factors
 
         names = sampled_names(self.source(tensor_shapes(self.base)).names)
+        if self.lora is None:  # dense: the member's noise on the base weights
+            from hyper_es.es.noise import perturbed
+
+            files = checkpoint_tensors(self.base)
+            master = {n: read_tensor(files[n], n).float() for n in names}
+            pairs = ((master[n], w - master[n]) for n, w in perturbed(master, 0, self.sigma, self.noise))
+            return next(iter(estimates(pairs, [dtype]).values()))
         shapes = tensor_shapes(self.base)
         theta = init_factors({n: shapes[n] for n in names}, self.lora.r)
         factors = ((n, a, self.lora.scaling * b) for n, a, b in member_factors(names, theta, (0, self.sigma),

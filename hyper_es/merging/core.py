@@ -179,12 +179,12 @@ class MergePlan:
         for _ in self.deltas(self.genome.uniform(0.0)):
             pass
 
-    def deltas(self, x) -> Iterator[tuple[str, torch.Tensor]]:
-        """(tensor name, merged ΔW) for every touched tensor, for genome vector x."""
+    def deltas(self, x, only=None) -> Iterator[tuple[str, torch.Tensor]]:
+        """(tensor name, merged ΔW) for every touched tensor (or those in `only`), for genome vector x."""
         x = self.genome.check(x)
         coef = torch.tensor(x[: len(self.genome.keys)], dtype=torch.float64)
         dens = self.genome.layer_densities(x, self.s.density)
-        for t in self.tensors:
+        for t in self.tensors if only is None else [t for t in self.tensors if t in only]:
             d = self._prepared.get(t)
             if d is None:
                 d = self._deltas(t, {name: dens[(self.group[t], name)] for name in self.ds.names})

@@ -24,3 +24,6 @@ class ServeConfig(Strict):
         "on GPU vLLM then samples those rows on a slower per-request path), engine (one engine seed: fast, samples "
         "depend on the batch); auto: per_request on CPU, engine on GPU, where batch-dependent numerics make sampled "
         "completions batch-dependent anyway. Greedy rows never depend on it")
+    lossy_inplace: bool = Field(
+        False, description="serve candidates in place in a 16-bit engine even where the fidelity estimate says more "
+        "than 10% of the update rounds away (refused otherwise: use fp32, or a linear merge served as LoRA)")
