@@ -57,6 +57,13 @@ def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int 
     return rows
 
 
+def longest_prompt(recipe: Recipe, tokenizer, rows: int = 256) -> int:
+    """The longest prompt in tokens among the first `rows` train rows of each training task (the memory plan's
+    micro-batch length, with the completion)."""
+    return max(max((len(p) for p in t.prompt_ids(tokenizer, t.rows("train")[:rows])), default=0)
+               for t in training_tasks(recipe))
+
+
 def reward_functions(recipe: Recipe, tasks: list[Task]) -> tuple[list, list[float]]:
     """TRL reward functions and weights: each task's own reward, or `gradient.rewards` ({name: weight}) if set.
     Every completion is scored against its own row's reference."""

@@ -3,10 +3,11 @@ the engine settings that follow from it (vLLM's share of the card, TRL's vLLM sh
 
 from __future__ import annotations
 
+from hyper_es.memory.host import cpu_plan
 from hyper_es.memory.plan import Plan, Stage, memory_plan, parse_size
 from hyper_es.memory.shapes import GIB, ModelShape, model_config
 
-__all__ = ["GIB", "ModelShape", "Plan", "Stage", "memory_plan", "model_config", "parse_size", "planned_share",
+__all__ = ["GIB", "ModelShape", "Plan", "Stage", "cpu_plan", "memory_plan", "model_config", "parse_size", "planned_share",
            "recipe_plan"]
 
 

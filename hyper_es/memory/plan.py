@@ -24,7 +24,7 @@ VLLM_MAX_UTIL = 0.92  # vLLM's default share, the most the plan gives an engine
 VLLM_BATCHED_TOKENS = 8192  # vLLM's default max_num_batched_tokens (the activation profile's batch)
 VLLM_MAX_SEQS = 256  # vLLM's default max_num_seqs (the sampler's profile batch)
 CUDA_GRAPHS = GIB // 2  # graphs captured for the decode batch sizes (none with enforce_eager)
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's max_lora_rank values
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vLLM's allowed max_lora_rank values
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -47,13 +47,14 @@ class Plan:
     model: str
     device_bytes: int
     stages: list[Stage]
+    where: str = "GPU"  # or "host": a CPU plan (memory/host.py)
 
     def refusal(self) -> str | None:
         """One line naming the first stage that does not fit and the field to change (None: every stage fits)."""
         for s in self.stages:
             if s.peak + HEADROOM > self.device_bytes:
                 return (f"{self.recipe}: stage '{s.name}' needs {s.peak / GIB:.1f} GiB of a {self.device_bytes / GIB:.0f}"
-                        f" GiB GPU (with {HEADROOM / GIB:.0f} GiB headroom); change {s.field}")
+                        f" GiB {self.where} (with {HEADROOM / GIB:.0f} GiB headroom); change {s.field}")
         return None
 
 

@@ -12,7 +12,7 @@ def _gib(n: int) -> str:
 
 def plan_text(plan: Plan) -> str:
     """Each stage's peak, whether it fits (with the headroom), and what makes it up."""
-    lines = [f"memory plan of {plan.recipe} ({plan.model}) on one {plan.device_bytes / GIB:.0f} GiB GPU, worked out "
+    lines = [f"memory plan of {plan.recipe} ({plan.model}) on one {plan.device_bytes / GIB:.0f} GiB {plan.where}, worked out "
              f"from the config's shapes (not measured); each stage in its own process, {HEADROOM / GIB:.0f} GiB "
              f"headroom",
              f"{'stage':<26}{'peak GiB':>10}  fits"]

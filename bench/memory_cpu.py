@@ -1,0 +1,155 @@
+"""Measure each stage's peak host memory on CPU (SmolLM2-135M) beside the memory plan's CPU estimate: the same
+accounting as the GPU plan (weights, LoRA and optimizer, activations, logits, the engine's KV cache, what the worker
+holds beside vLLM), with host memory for the card. Each stage runs in a fresh process; its peak is the process's
+peak RSS (ru_maxrss), plus the vLLM worker's (VmHWM) for the engine stages.
+
+    python bench/memory_cpu.py [--recipe recipes/smollm2-135m.yaml] [--out bench/results/memory_cpu.json]
+
+The stages are scaled to run in about a minute each: a 1-step GRPO-LoRA job with the recipe's batch, and resident
+engines over random LoRA directions of the recipe's rank (K for the search, K + baseline + snapshots for the final
+evaluation) scoring three candidates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("gradient job", "search engine", "final-evaluation engine")
+
+
+def _peak_self() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _hwm(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def gradient_job(recipe, work: Path) -> dict:
+    from hyper_es import models
+    from hyper_es.directions.jobs import plan_directions
+    from hyper_es.directions.train import run_job
+    from hyper_es.models.identity import weights_hash
+
+    job = plan_directions(recipe)[0]
+    job = type(job)(**{**job.__dict__, "steps": 1})
+    base = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
+    run_job(recipe, job, work, base)
+    return {"processes": {"job": _peak_self()}}
+
+
+def engine(recipe, work: Path, stage: str) -> dict:
+    import numpy as np
+    import psutil
+    import torch
+
+    import hyper_es as hx
+    from hyper_es import models
+    from hyper_es.directions.sources import Direction, LoraFactors, tensor_shapes
+    from hyper_es.engine import Sampling, inplace_engine
+    from hyper_es.memory.plan import direction_ranks, final_directions
+    from hyper_es.merging import MergeSettings, genome_for
+
+    path = models.resolve(recipe.model.name, revision=recipe.model.revision)
+    k = len(direction_ranks(recipe)) if stage == "search engine" else final_directions(recipe)
+    r, targets = recipe.gradient.lora.r, tuple(recipe.gradient.lora.targets)
+    shapes = {t: s for t, s in tensor_shapes(path).items() if t.removesuffix(".weight").rsplit(".", 1)[-1] in targets}
+    gen = torch.Generator().manual_seed(0)
+    ds = hx.DirectionSet(str(path), [Direction(f"d{i}", {t: LoraFactors(torch.randn(r, s[1], generator=gen) * 1e-3,
+                                                                          torch.randn(s[0], r, generator=gen) * 1e-3,
+                                                                          2.0) for t, s in shapes.items()})
+                                     for i in range(k)])
+    genome = genome_for(ds, layer_group_size=recipe.merge.layer_group_size)
+    batch = recipe.search.popsize if stage == "search engine" else None
+    eng, tok = inplace_engine(recipe, "vllm", ds, genome, MergeSettings.from_config(recipe.merge), work,
+                              seed=0, fused=recipe.search.compile_merge, batch=batch, stage=stage)
+    try:
+        ids = [tok.encode(f"What is {i} + {i + 7}?") for i in range(16)]
+        for i in range(3):
+            eng.set_genome(np.random.default_rng(i).uniform(0, 1, genome.size))
+            eng.generate(ids, Sampling(max_tokens=16))
+        workers = [p for p in psutil.Process().children(recursive=True)]
+        peaks = {"driver": _peak_self(), **{f"worker {p.pid}": _hwm(p.pid) for p in workers}}
+    finally:
+        eng.close()
+    return {"processes": peaks, "directions": k, "candidates": eng.candidates}
+
+
+def run_stage(recipe_path: str, stage: str) -> dict:
+    """One stage in this process (a fresh one: see main)."""
+    import torch
+
+    from hyper_es.recipe import load_recipe
+
+    torch.set_num_threads(1)
+    recipe = load_recipe(recipe_path)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = gradient_job(recipe, Path(tmp)) if stage == "gradient job" else engine(recipe, Path(tmp), stage)
+    return {**out, "peak": sum(out["processes"].values()), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def host_plan(recipe_path: str):
+    """The CPU memory plan of the recipe, its micro-batch length from the longest training prompt."""
+    from transformers import AutoTokenizer
+
+    from hyper_es import models
+    from hyper_es.directions.train import longest_prompt
+    from hyper_es.memory import cpu_plan, model_config
+    from hyper_es.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path)
+    tok = AutoTokenizer.from_pretrained(models.resolve(recipe.model.name, revision=recipe.model.revision))
+    return cpu_plan(recipe, model_config(recipe.model.name)[0], prompt_tokens=longest_prompt(recipe, tok))
+
+
+def measure(recipe_path: str, stage: str) -> dict:
+    """Run `stage` in a fresh process and return what it measured."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, __file__, "--stage", stage, "--recipe", recipe_path], env=env,
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"stage {stage} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recipe", default=str(ROOT / "recipes/smollm2-135m.yaml"))
+    ap.add_argument("--stage", choices=STAGES)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    if args.stage:  # the child: one stage, one JSON line
+        print(json.dumps(run_stage(args.recipe, args.stage)))
+        return
+    from hyper_es.memory import GIB
+
+    plan = {s.name: s for s in host_plan(args.recipe).stages}
+    rows = []
+    print(f"{'stage':<26}{'measured GiB':>14}{'plan GiB':>10}{'plan/measured':>15}")
+    for stage in STAGES:
+        got = measure(args.recipe, stage)
+        ratio = plan[stage].peak / got["peak"]
+        rows.append({"stage": stage, "measured": got, "plan": plan[stage].peak, "plan_parts": plan[stage].parts,
+                     "ratio": ratio})
+        print(f"{stage:<26}{got['peak'] / GIB:>14.2f}{plan[stage].peak / GIB:>10.2f}{ratio:>15.2f}", flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "recipe": args.recipe,
+                                        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4"),
+                                        "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
