@@ -146,7 +146,9 @@ def main() -> None:
         print(f"{stage:<26}{got['peak'] / GIB:>14.2f}{plan[stage].peak / GIB:>10.2f}{ratio:>15.2f}", flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "recipe": args.recipe,
+        recipe = Path(args.recipe).resolve()
+        recipe = recipe.relative_to(ROOT) if recipe.is_relative_to(ROOT) else Path(recipe.name)
+        args.out.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "recipe": str(recipe),
                                         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4"),
                                         "rows": rows}, indent=1))
 
