@@ -1,13 +1,16 @@
 """Measure each stage's peak host memory on CPU (SmolLM2-135M) beside the memory plan's CPU estimate: the same
 accounting as the GPU plan (weights, LoRA and optimizer, activations, logits, the engine's KV cache, what the worker
 holds beside vLLM), with host memory for the card. Each stage runs in a fresh process; its peak is the process's
-peak RSS (ru_maxrss), plus the vLLM worker's (VmHWM) for the engine stages.
+peak RSS (ru_maxrss), plus the vLLM worker's (VmHWM) for the engine stages. The plan counts what tensors and imports
+hold, so the stages run with glibc returning each freed block of 128 KiB or more at once (MALLOC_MMAP_THRESHOLD_);
+with `--default-malloc`, under glibc's default (its mmap threshold grows, and freed heap stays in the process), which
+`--both` reports beside it.
 
     python bench/memory_cpu.py [--recipe recipes/smollm2-135m.yaml] [--out bench/results/memory_cpu.json]
 
 The stages are scaled to run in about a minute each: a 1-step GRPO-LoRA job with the recipe's batch, and resident
 engines over random LoRA directions of the recipe's rank (K for the search, K + baseline + snapshots for the final
-evaluation) scoring three candidates."""
+evaluation) scoring one candidate."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("gradient job", "search engine", "final-evaluation engine")
+RETURNING = {"MALLOC_MMAP_THRESHOLD_": "131072"}  # glibc: blocks of 128 KiB or more are mmapped, and unmapped on free
 
 
 def _peak_self() -> int:
@@ -76,9 +80,8 @@ def engine(recipe, work: Path, stage: str) -> dict:
                               seed=0, fused=recipe.search.compile_merge, batch=batch, stage=stage)
     try:
         ids = [tok.encode(f"What is {i} + {i + 7}?") for i in range(16)]
-        for i in range(3):
-            eng.set_genome(np.random.default_rng(i).uniform(0, 1, genome.size))
-            eng.generate(ids, Sampling(max_tokens=16))
+        eng.set_genome(np.random.default_rng(0).uniform(0, 1, genome.size))
+        eng.generate(ids, Sampling(max_tokens=16))
         workers = [p for p in psutil.Process().children(recursive=True)]
         peaks = {"driver": _peak_self(), **{f"worker {p.pid}": _hwm(p.pid) for p in workers}}
     finally:
@@ -114,9 +117,11 @@ def host_plan(recipe_path: str):
     return cpu_plan(recipe, model_config(recipe.model.name)[0], prompt_tokens=longest_prompt(recipe, tok))
 
 
-def measure(recipe_path: str, stage: str) -> dict:
+def measure(recipe_path: str, stage: str, default_malloc: bool = False) -> dict:
     """Run `stage` in a fresh process and return what it measured."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    if not default_malloc:
+        env.update(RETURNING)
     res = subprocess.run([sys.executable, __file__, "--stage", stage, "--recipe", recipe_path], env=env,
                          capture_output=True, text=True, check=False)
     if res.returncode != 0:
@@ -129,6 +134,8 @@ def main() -> None:
     ap.add_argument("--recipe", default=str(ROOT / "recipes/smollm2-135m.yaml"))
     ap.add_argument("--stage", choices=STAGES)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--default-malloc", action="store_true", help="measure under glibc's default allocator only")
+    ap.add_argument("--both", action="store_true", help="also measure each stage under glibc's default allocator")
     args = ap.parse_args()
     if args.stage:  # the child: one stage, one JSON line
         print(json.dumps(run_stage(args.recipe, args.stage)))
@@ -137,18 +144,25 @@ def main() -> None:
 
     plan = {s.name: s for s in host_plan(args.recipe).stages}
     rows = []
-    print(f"{'stage':<26}{'measured GiB':>14}{'plan GiB':>10}{'plan/measured':>15}")
+    allocator = "glibc default" if args.default_malloc else "MALLOC_MMAP_THRESHOLD_=131072"
+    print(f"{'stage':<26}{'measured GiB':>14}{'plan GiB':>10}{'plan/measured':>15}"
+          + (f"{'default malloc GiB':>20}" if args.both else "") + f"   ({allocator})")
     for stage in STAGES:
-        got = measure(args.recipe, stage)
+        got = measure(args.recipe, stage, args.default_malloc)
         ratio = plan[stage].peak / got["peak"]
-        rows.append({"stage": stage, "measured": got, "plan": plan[stage].peak, "plan_parts": plan[stage].parts,
-                     "ratio": ratio})
-        print(f"{stage:<26}{got['peak'] / GIB:>14.2f}{plan[stage].peak / GIB:>10.2f}{ratio:>15.2f}", flush=True)
+        row = {"stage": stage, "measured": got, "plan": plan[stage].peak, "plan_parts": plan[stage].parts,
+               "ratio": ratio}
+        if args.both:
+            row["measured_default_malloc"] = measure(args.recipe, stage, default_malloc=True)
+        rows.append(row)
+        print(f"{stage:<26}{got['peak'] / GIB:>14.2f}{plan[stage].peak / GIB:>10.2f}{ratio:>15.2f}"
+              + (f"{row['measured_default_malloc']['peak'] / GIB:>20.2f}" if args.both else ""), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         recipe = Path(args.recipe).resolve()
         recipe = recipe.relative_to(ROOT) if recipe.is_relative_to(ROOT) else Path(recipe.name)
         args.out.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "recipe": str(recipe),
+                                        "allocator": allocator,
                                         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4"),
                                         "rows": rows}, indent=1))
 

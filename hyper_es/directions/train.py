@@ -180,11 +180,45 @@ def trl_vllm_settings(recipe: Recipe) -> dict:
 
     share = g.vllm_gpu_memory_utilization
     if share is None:
+        import math
+
+        from hyper_es.distributed.cluster import gpu_share
+
+        part = gpu_share()  # a Ray task on part of a card: the plan for that part, as a share of the card
         total = torch.cuda.get_device_properties(0).total_memory
-        share = recipe_plan(recipe, total).stages[0].settings["gradient.vllm_gpu_memory_utilization"]
+        share = recipe_plan(recipe, int(part * total)).stages[0].settings["gradient.vllm_gpu_memory_utilization"]
+        share = math.ceil(100 * share * part - 1e-9) / 100
         logger.info("TRL's vLLM: %.2f of the %.0f GiB GPU (memory plan)", share, total / GIB)
     return {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": share,
             "vllm_max_model_length": g.vllm_max_model_length or recipe.model.max_model_len}
+
+
+_TRL_WITHOUT_VLLM = False  # this process imported TRL's trainer with vLLM hidden (grpo_trainer)
+
+
+def grpo_trainer(use_vllm: bool):
+    """TRL's GRPOTrainer class. TRL imports vLLM whenever it is installed (8.5 of the 22 s that importing the trainer
+    takes on this CPU); a job that generates with transformers imports it with vLLM hidden from TRL, and the process
+    then cannot start TRL's vLLM (one line, asking for a process per job)."""
+    global _TRL_WITHOUT_VLLM
+    import sys
+
+    if use_vllm and _TRL_WITHOUT_VLLM:
+        raise HyperESError("gradient.use_vllm: this process imported TRL without vLLM for an earlier job; run each job "
+                           "in its own process (executor.isolate: always)")
+    if not use_vllm and "trl.generation.vllm_generation" not in sys.modules:
+        import trl.import_utils as trl_imports
+
+        available = trl_imports.is_vllm_available
+        trl_imports.is_vllm_available = lambda min_version=None: False
+        try:
+            from trl.trainer.grpo_trainer import GRPOTrainer
+        finally:
+            trl_imports.is_vllm_available = available
+        _TRL_WITHOUT_VLLM = True
+    from trl import GRPOTrainer
+
+    return GRPOTrainer
 
 
 def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, start: dict | None = None,
@@ -196,9 +230,10 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     import peft
     import torch
     from transformers.trainer_callback import PrinterCallback
-    from trl import GRPOTrainer
 
     from hyper_es import models
+
+    GRPOTrainer = grpo_trainer(recipe.gradient.use_vllm)  # noqa: N806 - a class
 
     final = dest or run_dir / "directions" / job.name
     work = final.parent / f".work-{job.name}"

