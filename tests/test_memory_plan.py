@@ -98,6 +98,15 @@ def test_engines_and_trl_take_their_share_from_the_plan_on_a_gpu(monkeypatch):
     trl = trl_vllm_settings(rec)
     assert trl["vllm_gpu_memory_utilization"] == plan.stages[0].settings["gradient.vllm_gpu_memory_utilization"]
     assert trl["vllm_max_model_length"] == rec.model.max_model_len  # not R1's 131k context
+    # a Ray actor or task with num_gpus 0.5 sees the whole card: its share is the plan of half the card, halved
+    from hyper_es.distributed import cluster
+
+    monkeypatch.setattr(cluster, "gpu_share", lambda: 0.5)
+    half = recipe_plan(rec, 40 * GIB, resolve=False)
+    got = serve_kwargs(rec, "final-evaluation engine")["gpu_memory_utilization"]
+    assert got == pytest.approx(half.stages[2].settings["serve.gpu_memory_utilization"] / 2, abs=0.01) and got < 0.5
+    got = trl_vllm_settings(rec)["vllm_gpu_memory_utilization"]
+    assert got == pytest.approx(half.stages[0].settings["gradient.vllm_gpu_memory_utilization"] / 2, abs=0.01)
     rec.serve.gpu_memory_utilization, rec.gradient.vllm_gpu_memory_utilization = 0.5, 0.2  # set: taken as is
     assert serve_kwargs(rec, "search engine")["gpu_memory_utilization"] == 0.5
     assert trl_vllm_settings(rec)["vllm_gpu_memory_utilization"] == 0.2

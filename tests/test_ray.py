@@ -18,9 +18,19 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, logging_level="WARNING")  # a declared GPU: no CUDA
     yield ray
     ray.shutdown()
+
+
+def test_a_task_on_half_a_gpu_plans_for_half_of_it(cluster):
+    """gpu_share, which sizes the memory plan of an engine actor or a gradient job: the fraction of the GPU Ray gave
+    the task (it sees the whole card), else 1."""
+    from hyper_es.distributed.cluster import gpu_share
+
+    share = ray.remote(gpu_share)
+    assert ray.get([share.options(num_gpus=0.5, num_cpus=0).remote(), share.options(num_gpus=0).remote()]) == [0.5, 1.0]
+    assert gpu_share() == 1.0  # the driver
 
 
 def test_collect_on_ray_gives_the_local_adapters_bitwise(cluster, tmp_path):

@@ -64,7 +64,7 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     in bf16 for comparison when that is fp32), computed on the CPU without an engine: installed in place, and (a
     linear merge of LoRA directions) served as a LoRA adapter; one line of verdict, with the path the search takes."""
     from hyper_es.directions import DirectionSet
-    from hyper_es.engine import candidate_path, engine_dtype, merge_weights
+    from hyper_es.engine import engine_dtype, merge_weights, serving
     from hyper_es.engine.fidelity import WARN_ABOVE, adapter_fidelity, merge_fidelity
     from hyper_es.merging import MergePlan, recipe_genome
     from hyper_es.merging.low_rank import LowRankPlan, linear_reason
@@ -72,7 +72,9 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     ds = DirectionSet.from_run(run)
     genome, settings = recipe_genome(rec, ds)
     dtype = engine_dtype(rec.eval.backend, rec.eval.dtype, rec.model.dtype)
-    dtypes = [dtype] + (["bfloat16"] if dtype == "float32" else [])
+    # the table says how lossy; the engine's start refuses
+    served_dtype, path, why = serving(rec, rec.eval.backend, merge_weights(rec, ds, genome, settings), lossy=True)
+    dtypes = list(dict.fromkeys([dtype, served_dtype] + (["bfloat16"] if dtype == "float32" else [])))
     plan = MergePlan(ds, genome, settings, prepare=False)
     low = None if linear_reason(plan) else LowRankPlan(plan)
     x0 = genome.initial(rec.search.x0, rec.merge.density)
@@ -89,17 +91,15 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     typer.echo("scale".rjust(8) + "".join(f"{p}:{d}".rjust(18) for p, d in cols))
     for c, fid in rows:
         typer.echo(f"{c:8.2f}" + "".join(f"{fid[col]:18.3f}" for col in cols))
-    path, why = candidate_path(rec.search.candidates, rec.eval.backend, dtype, merge_weights(rec, ds, genome, settings),
-                               lossy=True)  # the table says how lossy; the engine's start refuses
-    at_x0 = dict(rows)[1.0][(path, dtype)]
+    at_x0 = dict(rows)[1.0][(path, served_dtype)]
     served = "as LoRA adapters" if path == "lora" else "in place"
     advice = ""
     if at_x0 > WARN_ABOVE:
         advice = "; set eval.dtype: float32" + (" or search.candidates: lora" if low else "")
-        if path == "inplace" and dtype not in ("float32", "float64") and not rec.serve.lossy_inplace:
+        if path == "inplace" and served_dtype not in ("float32", "float64") and not rec.serve.lossy_inplace:
             advice += " (the engine refuses it unless serve.lossy_inplace: true)"
-    typer.echo(f"verdict: search.candidates {rec.search.candidates}: served {served} ({why}); at x0 the served "
-               f"update is off by {at_x0:.1%}{advice}")
+    typer.echo(f"verdict: search.candidates {rec.search.candidates}: served {served} in {served_dtype} ({why}); at x0 "
+               f"the served update is off by {at_x0:.1%}{advice}")
 
 
 @command()

@@ -42,6 +42,19 @@ def cuda_present() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 
+def gpu_share() -> float:
+    """The part of its GPU this process holds: a Ray task's or actor's fractional num_gpus (0.5: two per GPU), which
+    sees the whole card; 1 otherwise. Memory plans size a stage to this part of the card."""
+    if "ray" not in sys.modules:
+        return 1.0
+    import ray
+
+    if not ray.is_initialized() or ray.get_runtime_context().worker.mode != ray.WORKER_MODE:  # not in a task/actor
+        return 1.0
+    gpus = ray.get_runtime_context().get_assigned_resources().get("GPU", 0)
+    return gpus if 0 < gpus < 1 else 1.0
+
+
 def require_gpus(field: str, num_gpus: float, what: str) -> None:
     """Refuse `what` asked for with `field` = 0 on a machine with CUDA: Ray (2.60) leaves CUDA_VISIBLE_DEVICES alone
     for a task or actor of num_gpus=0, so every one of them would land on GPU 0. Call it before Ray starts."""

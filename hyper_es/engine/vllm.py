@@ -18,8 +18,9 @@ def lora_slots(rank: int) -> int:
     """The smallest max_lora_rank vLLM takes that holds `rank`."""
     from hyper_es.memory.plan import LORA_RANKS, slot_rank
 
-    if slot_rank(rank) in LORA_RANKS:
-        return slot_rank(rank)
+    slots = slot_rank(rank)
+    if slots in LORA_RANKS:
+        return slots
     raise HyperESError(f"a LoRA candidate of rank {rank} is above vLLM's largest max_lora_rank ({LORA_RANKS[-1]}); "
                        f"use search.candidates: inplace, or fewer or smaller directions")
 

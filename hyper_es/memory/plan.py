@@ -65,16 +65,17 @@ def slot_rank(rank: int) -> int:
     return rank
 
 
-def lora_path(recipe) -> str:
+def lora_path(recipe, cpu: bool = False) -> str:
     """The candidate path the plan assumes: search.candidates, with auto as LoRA for a linear merge in a 16-bit
-    engine (the fidelity estimate needs the trained directions; GRPO-LoRA updates round away in bf16)."""
+    engine (the fidelity estimate needs the trained directions; GRPO-LoRA updates round away in bf16), except on a
+    `cpu`, where auto with eval.dtype auto takes an fp32 engine in place (engine.serving)."""
     s, m = recipe.search.candidates, recipe.merge
     if s != "auto":
         return s
     linear = m.method == "task_arithmetic" or (m.method == "dare_linear" and m.density >= 1)
     dtype = recipe.eval.dtype if recipe.eval.dtype != "auto" else recipe.model.dtype
-    return "lora" if linear and not m.per_direction_density and not m.per_layer_density and dtype != "float32" \
-        else "inplace"
+    lora = linear and not m.per_direction_density and not m.per_layer_density and dtype != "float32"
+    return "lora" if lora and not (cpu and recipe.eval.dtype == "auto") else "inplace"
 
 
 def direction_ranks(recipe) -> list[int]:
