@@ -162,7 +162,7 @@ def _alive(p) -> bool:
 def test_vllm_and_hf_evaluators_agree_on_fitness(tiny_path, tiny_engine, tmp_path):
     """Same genomes, same prompts, fp32 on both sides: the fitness is identical (greedy tokens match exactly).
     In bf16, vLLM's greedy paths change at near-ties; on SmolLM2 the bench saw the same fitness for 1 of 2
-    candidates and 0.016 apart for the other (bench/results/search_throughput.json)."""
+    candidates and 0.016 apart for the other (bench/results/search_throughput_dare_bf16.json)."""
     from transformers import AutoTokenizer
 
     from hyper_es import models
