@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from hyper_es.evaluate import Sampling, evaluate_task
+from hyper_es.evaluate import EvalJob, Sampling, evaluate_task, evaluate_tasks
 from hyper_es.engine.base import truncate_at_stop
 from hyper_es.engine.hf import HFGenerator
 from hyper_es.tasks import get_task
@@ -61,6 +61,25 @@ def test_evaluate_task_scores_and_counts(tiny, gen):
     assert r0["scores"] == [rewards.get("numeric")(c, r0["reference"]) for c in r0["completions"]]
     with pytest.raises(ValueError, match="pass@4 needs n >= 4"):
         evaluate_task(gen, tiny[1], t, sampling=Sampling(max_tokens=4), ks=(4,), limit=2)
+
+
+def jobs_in_one_call_score_as_one_by_one(gen, tok):
+    """Greedy and sampled jobs of two tasks in one `evaluate_tasks` call: the records, Pass@k and tokens of each
+    equal its own `evaluate_task` call, and the shares of the call's time add up."""
+    a, b = get_task("chain_sum"), get_task("countdown")
+    s = Sampling(n=3, temperature=1.0, max_tokens=6, seed=5)
+    jobs = [EvalJob(a, limit=4, sampling=Sampling(max_tokens=6)), EvalJob(b, limit=3, sampling=s, ks=(1, 3)),
+            EvalJob(a, split="train", limit=2, sampling=s, ks=(1, 2))]
+    together = evaluate_tasks(gen, tok, jobs)
+    alone = [evaluate_task(gen, tok, j.task, split=j.split, sampling=j.sampling, ks=j.ks, limit=j.limit) for j in jobs]
+    for t, o in zip(together, alone, strict=True):
+        assert (t.records, t.pass_at, t.tokens, t.split, t.n) == (o.records, o.pass_at, o.tokens, o.split, o.n)
+    assert any(len(set(r["completions"])) > 1 for r in together[1].records)  # sampled: completions differ
+    assert all(t.seconds > 0 for t in together)
+
+
+def test_jobs_in_one_call_score_as_one_by_one_hf(tiny, gen):
+    jobs_in_one_call_score_as_one_by_one(gen, tiny[1])
 
 
 def test_cli_eval_hf_writes_json_and_prints_table(tmp_path):

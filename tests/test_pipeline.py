@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 from unittest.mock import patch
@@ -252,10 +253,12 @@ def test_rerun_resumes_without_recomputing(tiny_run, caplog, monkeypatch):
 def test_quick_scales_the_recipe_down():
     recipe = hx.load_recipe(ROOT / "recipes/smollm2-135m.yaml")
     q = quick(recipe)
-    assert q.gradient.directions == 2 and q.gradient.steps == 2 and q.gradient.baseline_snapshot_every == 4
-    assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 20 and q.eval.k == [1, 4]
-    assert q.search.minibatch == 32 and q.search.scale_scan == [0.5, 0.75, 1.0] and q.eval.pass_k_limit == 10
+    assert q.gradient.directions == 2 and q.gradient.steps == 1 and q.gradient.baseline_snapshot_every == 4
+    assert q.gradient.batch_size == 8 == 2 * q.gradient.num_generations and q.threads == max(1, os.cpu_count() or 1)
+    assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 10 and q.eval.k == [1, 4]
+    assert q.search.minibatch == 8 and q.search.scale_scan is None and q.eval.pass_k_limit == 5
     assert [t.name for t in q.tasks] == ["chain_sum", "add_sub"]  # the transfer set (GSM8K) waits for a full run
+    assert [t.max_tokens for t in q.tasks] == [48, 48]  # the gradient stage's completion length
     assert q.name == "smollm2-135m-quick" and q.base_dir == recipe.base_dir
     from hyper_es.directions.jobs import plan_baseline, plan_directions
 

@@ -49,6 +49,12 @@ def test_tiny_sampling(tiny_engine):
     assert gen.generate(prompts[1:], s, seeds=[s.seed + i for i in range(1, 4)]) == a[1:]  # whatever the batch
 
 
+def test_jobs_in_one_call_score_as_one_by_one_vllm(tiny_engine):
+    from test_evaluate_hf import jobs_in_one_call_score_as_one_by_one
+
+    jobs_in_one_call_score_as_one_by_one(*tiny_engine)
+
+
 def test_over_long_prompt_is_refused_quickly(tiny_engine, tmp_path):
     """The engine's max_model_len bounds prompt + max_tokens: a 5 MB question is refused, naming its row, before
     anything is tokenised or sent to the engine."""

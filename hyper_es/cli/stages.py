@@ -203,7 +203,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate a model on tasks: Pass@1 (greedy by default) and Pass@k with sampling."""
     from hyper_es.engine import make_generator
-    from hyper_es.evaluate import evaluate_task
+    from hyper_es.evaluate import EvalJob, evaluate_tasks
     from hyper_es.recipe import load_recipe
     from hyper_es.report import results_table
     from hyper_es.tasks import get_task
@@ -245,8 +245,7 @@ def eval_cmd(
     gen, tokenizer = make_generator(backend, model, **kw)
     model = f"{model}+{adapter}" if kw.get("adapter") else model
     try:
-        results = [evaluate_task(gen, tokenizer, t, split=split, sampling=s, ks=ks, limit=limit)
-                   for t, s in zip(tasks, samplings)]
+        results = evaluate_tasks(gen, tokenizer, [EvalJob(t, split, s, ks, limit) for t, s in zip(tasks, samplings)])
     finally:
         gen.close()
     results_table(results, title=f"{model} ({backend}, {dtype})")

@@ -31,7 +31,7 @@ from hyper_es.directions import DirectionSet
 from hyper_es.directions.jobs import SNAPSHOTS
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
-from hyper_es.evaluate.runner import evaluate_task
+from hyper_es.evaluate.runner import EvalJob, evaluate_tasks
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
@@ -271,24 +271,27 @@ def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engi
 
 
 def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:
-    """One row on every test set: greedy with per-problem records; with `pass_k`, also n samples per problem (on
-    the first `eval.pass_k_limit` problems) for Pass@k at every k = 1…n (the recipe's k are reported by name)."""
+    """One row on every test set, in one engine call: greedy with per-problem records; with `pass_k`, also n samples
+    per problem (on the first `eval.pass_k_limit` problems) for Pass@k at every k = 1…n (the recipe's k are reported
+    by name)."""
+    n = e.n or max(e.k)
+    limit = min(filter(None, (e.limit, e.pass_k_limit)), default=None)
+    sampled = [t for t in tasks if pass_k and (e.pass_k_tasks is None or t.name in e.pass_k_tasks)]
+    jobs = [EvalJob(t, limit=e.limit) for t in tasks]
+    jobs += [EvalJob(t, ks=tuple(range(1, n + 1)), limit=limit,
+                     sampling=t.sampling(n=n, temperature=e.temperature, top_p=e.top_p, seed=e.seed)) for t in sampled]
+    done = evaluate_tasks(engine, tok, jobs)
     results = {}
-    for task in tasks:
-        greedy = evaluate_task(engine, tok, task, ks=(1,), limit=e.limit)
+    for task, greedy in zip(tasks, done[: len(tasks)], strict=True):
         results[task.name] = {"greedy": greedy.pass_at[1], "problems": greedy.problems, "tokens": greedy.tokens,
                               "records": greedy_records(greedy.records)}
-        if pass_k and (e.pass_k_tasks is None or task.name in e.pass_k_tasks):
-            n = e.n or max(e.k)
-            limit = min(filter(None, (e.limit, e.pass_k_limit)), default=None)
-            sampled = evaluate_task(engine, tok, task, ks=tuple(range(1, n + 1)), limit=limit,
-                                    sampling=task.sampling(n=n, temperature=e.temperature, top_p=e.top_p, seed=e.seed))
-            results[task.name].update({f"pass@{k}": sampled.pass_at[k] for k in e.k},
-                                      n=n, temperature=e.temperature, pass_k_problems=sampled.problems,
-                                      tokens=greedy.tokens + sampled.tokens,
-                                      pass_curve=[sampled.pass_at[k] for k in range(1, n + 1)])
-            rec = results[task.name].pop("records")  # records last: the file reads top down
-            results[task.name]["records"] = {**rec, **sampled_records(sampled.records, rec["ids"])}
+    for task, res in zip(sampled, done[len(tasks):], strict=True):
+        row = results[task.name]
+        row.update({f"pass@{k}": res.pass_at[k] for k in e.k}, n=n, temperature=e.temperature,
+                   pass_k_problems=res.problems, tokens=row["tokens"] + res.tokens,
+                   pass_curve=[res.pass_at[k] for k in range(1, n + 1)])
+        rec = row.pop("records")  # records last: the file reads top down
+        row["records"] = {**rec, **sampled_records(res.records, rec["ids"])}
     return results
 
 
@@ -305,7 +308,7 @@ def validation_tasks(recipe: Recipe) -> list[Task]:
 
 def validation_scores(engine, tok, tasks: list[Task], size: int) -> dict:
     """Greedy accuracy on each task's first `size` validation rows (the search's val_size) and their mean."""
-    res = [evaluate_task(engine, tok, t, split="val", limit=size) for t in tasks]
+    res = evaluate_tasks(engine, tok, [EvalJob(t, split="val", limit=size) for t in tasks])
     per = {r.task: r.pass_at[1] for r in res}
     return {"tasks": per, "mean": sum(per.values()) / len(per), "rows": size,
             "tokens": sum(r.tokens for r in res), "seconds": sum(r.seconds for r in res)}

@@ -46,18 +46,49 @@ def problem_seed(seed: int, task: str, row_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{task}:{row_id}".encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
+@dataclass(frozen=True)
+class EvalJob:
+    """One task's share of an engine call: its split, decoding, the k of Pass@k and how many rows."""
+    task: Task
+    split: str = "test"
+    sampling: Sampling | None = None
+    ks: tuple[int, ...] = (1,)
+    limit: int | None = None
+
+
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,
                   ks: tuple[int, ...] = (1,), limit: int | None = None) -> TaskResult:
     """Score `n` completions per problem; a completion counts as correct when its reward is 1."""
-    sampling = sampling or task.sampling()
-    if max(ks) > sampling.n:
-        raise ConfigError(f"pass@{max(ks)} needs n >= {max(ks)} samples per problem, got n={sampling.n}")
-    rows = task.rows(split)[:limit] if limit else task.rows(split)
-    t0, failed = time.perf_counter(), rewards.failures()
-    prompts = task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
-                              max_tokens=sampling.max_tokens)
-    seeds = None if sampling.greedy else [problem_seed(sampling.seed, task.name, r["id"]) for r in rows]
-    outputs = gen.generate(prompts, sampling, seeds)
+    return evaluate_tasks(gen, tokenizer, [EvalJob(task, split, sampling, ks, limit)])[0]
+
+
+def evaluate_tasks(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskResult]:
+    """Every job in one engine call (the engine batches them all; HF runs one `generate` per job), each scored as
+    `evaluate_task` scores it. A result's `seconds` is its share of the call by generated tokens, plus its scoring."""
+    asks, t0 = [], time.perf_counter()
+    for job in jobs:
+        sampling = job.sampling or job.task.sampling()
+        if max(job.ks) > sampling.n:
+            raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
+        rows = job.task.rows(job.split)[: job.limit] if job.limit else job.task.rows(job.split)
+        prompts = job.task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
+                                      max_tokens=sampling.max_tokens)
+        seeds = (None if sampling.greedy
+                 else [problem_seed(sampling.seed, job.task.name, r["id"]) for r in rows])
+        asks.append((rows, prompts, sampling, seeds))
+    if all(seeds is None for *_, seeds in asks):
+        outputs = gen.generate_groups([(p, s) for _, p, s, _ in asks])
+    else:  # a greedy group beside sampled ones takes the engine's default seeds (unused when greedy)
+        outputs = gen.generate_groups([(p, s) for _, p, s, _ in asks],
+                                      [seeds or [s.seed + i for i in range(len(p))] for _, p, s, seeds in asks])
+    called = time.perf_counter() - t0
+    generated = [sum(len(c) for outs in group for c in outs) for group in outputs]
+    return [_scored(gen, tokenizer, job, ask, outs, called * (n / max(1, sum(generated))))
+            for job, ask, outs, n in zip(jobs, asks, outputs, generated, strict=True)]
+
+
+def _scored(gen, tokenizer, job: EvalJob, ask, outputs, share: float) -> TaskResult:
+    (rows, _, sampling, _), task, t0, failed = ask, job.task, time.perf_counter(), rewards.failures()
     records, counts, scored, tokens = [], [], [], 0
     for row, outs in zip(rows, outputs, strict=True):
         texts, scores = score_completions(tokenizer, task, row, outs, sampling.stop)
@@ -65,15 +96,16 @@ def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test",
         counts.append((len(scores), sum(s >= 1.0 for s in scores)))
         scored.extend(scores)
         records.append({"id": row["id"], "reference": task.reference(row), "completions": texts, "scores": scores})
-    seconds = time.perf_counter() - t0
+    seconds = share + time.perf_counter() - t0
     result = TaskResult(
-        task=task.name, split=split, backend=gen.backend, problems=len(rows), n=sampling.n,
+        task=task.name, split=job.split, backend=gen.backend, problems=len(rows), n=sampling.n,
         temperature=sampling.temperature, max_tokens=sampling.max_tokens,
-        pass_at={k: mean_pass_at_k(counts, k) for k in ks}, mean_reward=sum(scored) / len(scored),
+        pass_at={k: mean_pass_at_k(counts, k) for k in job.ks}, mean_reward=sum(scored) / len(scored),
         tokens=tokens, seconds=seconds, reward_errors=reward_errors(failed), records=records,
     )
     if result.reward_errors:
-        logger.warning("%s/%s: the reward raised on %d completions (scored 0)", task.name, split, result.reward_errors)
-    logger.info("%s/%s: %s, %d tokens in %.1f s", task.name, split,
+        logger.warning("%s/%s: the reward raised on %d completions (scored 0)", task.name, job.split,
+                       result.reward_errors)
+    logger.info("%s/%s: %s, %d tokens in %.1f s", task.name, job.split,
                 ", ".join(f"pass@{k}={v:.3f}" for k, v in result.pass_at.items()), tokens, seconds)
     return result
