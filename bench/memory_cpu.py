@@ -6,7 +6,9 @@ hold, so the stages run with glibc returning each freed block of 128 KiB or more
 with `--default-malloc`, under glibc's default (its mmap threshold grows, and freed heap stays in the process), which
 `--both` reports beside it.
 
-    python bench/memory_cpu.py [--recipe recipes/smollm2-135m.yaml] [--out bench/results/memory_cpu.json]
+    python bench/memory_cpu.py [--recipe recipes/smollm2-135m.yaml] [--quick] [--out bench/results/memory_cpu.json]
+
+`--quick`: the recipe as `hyper-es run --quick` scales it (what `make demo` runs; the tests measure that one).
 
 The stages are scaled to run in about a minute each: a 1-step GRPO-LoRA job with the recipe's batch, and resident
 engines over random LoRA directions of the recipe's rank (K for the search, K + baseline + snapshots for the final
@@ -89,40 +91,46 @@ def engine(recipe, work: Path, stage: str) -> dict:
     return {"processes": peaks, "directions": k, "candidates": eng.candidates}
 
 
-def run_stage(recipe_path: str, stage: str) -> dict:
-    """One stage in this process (a fresh one: see main)."""
-    import torch
-
+def load(recipe_path: str, quick: bool = False):
+    from hyper_es.pipeline import quick as scaled
     from hyper_es.recipe import load_recipe
 
-    torch.set_num_threads(1)
     recipe = load_recipe(recipe_path)
+    return scaled(recipe).model_copy(update={"threads": 1}) if quick else recipe  # measured on one core
+
+
+def run_stage(recipe_path: str, stage: str, quick: bool = False) -> dict:
+    """One stage in this process (a fresh one: see main), on one thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    recipe = load(recipe_path, quick)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         out = gradient_job(recipe, Path(tmp)) if stage == "gradient job" else engine(recipe, Path(tmp), stage)
     return {**out, "peak": sum(out["processes"].values()), "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def host_plan(recipe_path: str):
+def host_plan(recipe_path: str, quick: bool = False):
     """The CPU memory plan of the recipe, its micro-batch length from the longest training prompt."""
     from transformers import AutoTokenizer
 
     from hyper_es import models
     from hyper_es.directions.train import longest_prompt
     from hyper_es.memory import cpu_plan, model_config
-    from hyper_es.recipe import load_recipe
 
-    recipe = load_recipe(recipe_path)
+    recipe = load(recipe_path, quick)
     tok = AutoTokenizer.from_pretrained(models.resolve(recipe.model.name, revision=recipe.model.revision))
     return cpu_plan(recipe, model_config(recipe.model.name)[0], prompt_tokens=longest_prompt(recipe, tok))
 
 
-def measure(recipe_path: str, stage: str, default_malloc: bool = False) -> dict:
+def measure(recipe_path: str, stage: str, default_malloc: bool = False, quick: bool = False) -> dict:
     """Run `stage` in a fresh process and return what it measured."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     if not default_malloc:
         env.update(RETURNING)
-    res = subprocess.run([sys.executable, __file__, "--stage", stage, "--recipe", recipe_path], env=env,
+    res = subprocess.run([sys.executable, __file__, "--stage", stage, "--recipe", recipe_path,
+                          *(["--quick"] if quick else [])], env=env,
                          capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"stage {stage} failed ({res.returncode}):\n{res.stderr[-3000:]}")
@@ -133,27 +141,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipe", default=str(ROOT / "recipes/smollm2-135m.yaml"))
     ap.add_argument("--stage", choices=STAGES)
+    ap.add_argument("--quick", action="store_true", help="the recipe as hyper-es run --quick scales it")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--default-malloc", action="store_true", help="measure under glibc's default allocator only")
     ap.add_argument("--both", action="store_true", help="also measure each stage under glibc's default allocator")
     args = ap.parse_args()
     if args.stage:  # the child: one stage, one JSON line
-        print(json.dumps(run_stage(args.recipe, args.stage)))
+        print(json.dumps(run_stage(args.recipe, args.stage, args.quick)))
         return
     from hyper_es.memory import GIB
 
-    plan = {s.name: s for s in host_plan(args.recipe).stages}
+    plan = {s.name: s for s in host_plan(args.recipe, args.quick).stages}
     rows = []
     allocator = "glibc default" if args.default_malloc else "MALLOC_MMAP_THRESHOLD_=131072"
     print(f"{'stage':<26}{'measured GiB':>14}{'plan GiB':>10}{'plan/measured':>15}"
           + (f"{'default malloc GiB':>20}" if args.both else "") + f"   ({allocator})")
     for stage in STAGES:
-        got = measure(args.recipe, stage, args.default_malloc)
+        got = measure(args.recipe, stage, args.default_malloc, args.quick)
         ratio = plan[stage].peak / got["peak"]
         row = {"stage": stage, "measured": got, "plan": plan[stage].peak, "plan_parts": plan[stage].parts,
                "ratio": ratio}
         if args.both:
-            row["measured_default_malloc"] = measure(args.recipe, stage, default_malloc=True)
+            row["measured_default_malloc"] = measure(args.recipe, stage, default_malloc=True, quick=args.quick)
         rows.append(row)
         print(f"{stage:<26}{got['peak'] / GIB:>14.2f}{plan[stage].peak / GIB:>10.2f}{ratio:>15.2f}"
               + (f"{row['measured_default_malloc']['peak'] / GIB:>20.2f}" if args.both else ""), flush=True)
@@ -162,6 +171,7 @@ def main() -> None:
         recipe = Path(args.recipe).resolve()
         recipe = recipe.relative_to(ROOT) if recipe.is_relative_to(ROOT) else Path(recipe.name)
         args.out.write_text(json.dumps({"command": "python " + " ".join(sys.argv), "recipe": str(recipe),
+                                        "quick": args.quick,
                                         "allocator": allocator,
                                         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "4"),
                                         "rows": rows}, indent=1))

@@ -100,7 +100,7 @@ def smollm2_hf():
     return HFGenerator(model, tok, batch_size=20), tok
 
 
-def _smollm2_results(gen, tok, limit=24):
+def _smollm2_results(gen, tok, limit=12):
     t = get_task("chain_sum")
     return evaluate_task(gen, tok, t, sampling=Sampling(max_tokens=48), limit=limit)
 
@@ -117,7 +117,7 @@ def test_smollm2_vllm_fp32_equals_hf_fp32_and_bf16_is_within_tolerance(smollm2_h
     finally:
         gen.close()
     same = sum(a["completions"] == b["completions"] for a, b in zip(hf.records, fp32.records))
-    assert same >= 22, f"only {same}/24 fp32 greedy completions identical to HF"
+    assert same >= 11, f"only {same}/12 fp32 greedy completions identical to HF"
     assert abs(fp32.pass_at[1] - hf.pass_at[1]) <= 0.05
     assert hf.pass_at[1] > 0  # the real model solves some of these
     # bf16: the first token's top-5 log-probabilities against HF's fp32, and the greedy token
