@@ -2,8 +2,10 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from test_directions import HELPERS, adapters, write_recipe  # noqa: E402  (test
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.integration
+GOLDEN = Path(__file__).parent / "golden"
 
 
 @pytest.fixture(scope="module")
@@ -172,19 +175,16 @@ def test_a_killed_actor_is_replaced_and_the_result_is_unchanged(cluster, tmp_pat
 def test_a_2_actor_pool_gives_the_recorded_values(cluster, tmp_path):
     """The golden search and ES run (tests/golden) on a pool of 2 engine actors: the values the code before the
     refactor recorded for one local engine (as tests/test_golden.py compares them)."""
-    import shutil
-
-    sys.path.insert(0, str(os.path.join(os.path.dirname(__file__), "golden")))
+    sys.path.insert(0, str(GOLDEN))
     import record
 
     from hyper_es.search.es_run import run_es
     from hyper_es.search.run import search
     from hyper_es.rows import row_update
 
-    want = json.loads(open(os.path.join(os.path.dirname(__file__), "golden", "golden.json")).read())
+    want = json.loads((GOLDEN / "golden.json").read_text())
     recipe = record.recipe(tmp_path, engines=2)
-    shutil.copytree(os.path.join(os.path.dirname(__file__), "golden", "old_run", "directions"),
-                    tmp_path / "run" / "directions")
+    shutil.copytree(GOLDEN / "old_run" / "directions", tmp_path / "run" / "directions")
     search(recipe, tmp_path / "run", backend="hf")
     run_es(recipe, tmp_path / "run", backend="hf")
     got = record.observed(recipe, tmp_path / "run", row_update)
@@ -211,7 +211,7 @@ def test_a_pool_scores_each_candidate_with_its_own_prompt(cluster, tmp_path):
     data["coevolve"] = {"tasks": {name: {"systems": ["Add the numbers."], "templates": ["Sum: {question}"],
                                          "max_shots": 2}}}
     recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
-    collect(recipe, tmp_path / "run")
+    shutil.copytree(GOLDEN / "old_run" / "directions", tmp_path / "run" / "directions")  # 2 one-step directions
     tasks, fit_pool, _ = fitness_splits(recipe)
     rows = {n: r[:4] for n, r in fit_pool.items()}
     prompts = task_prompts(recipe, tasks)
