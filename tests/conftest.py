@@ -18,6 +18,24 @@ def _one_thread():
     torch.set_num_threads(1)  # a vLLM engine or reward worker shares the two cores
 
 
+@pytest.fixture
+def cli(monkeypatch):
+    """`hyper-es ARGS` in this process (typer's CliRunner; sys.argv as the shell would set it): its Result, with
+    exit_code, stdout, stderr and exception. tests/test_cli_errors.py runs one real process too."""
+    from typer.testing import CliRunner
+
+    from hyper_es.cli import app
+
+    def invoke(*args):
+        args = [str(a) for a in args]
+        monkeypatch.setattr(sys, "argv", ["hyper-es", *args])
+        result = CliRunner().invoke(app, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        return result
+
+    return invoke
+
+
 @pytest.fixture(scope="session")
 def tiny_path():
     from hyper_es import models

@@ -103,3 +103,79 @@ def test_a_real_process_prints_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "no-such-org/no-such-model" in proc.stderr
+
+
+WRITERS = {  # a command that writes, and the kind of path it writes
+    "collect": "folder", "run": "folder", "search": "folder", "es": "folder", "export hf": "folder",
+    "export peft": "folder", "export mergekit": "file", "eval": "file",
+    "analyze coverage": "folder", "analyze sparsity": "folder", "analyze scale-fit": "folder",
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_output_path_of_the_other_kind_is_refused_before_any_work(writer, tmp_path):
+    """--out naming an existing file where a folder is written (or a folder where a file is): one line, exit 2,
+    and the path is left as it was."""
+    out = tmp_path / "taken"
+    if WRITERS[writer] == "folder":
+        out.write_text("mine")
+    else:
+        (out / "inside").mkdir(parents=True)
+    recipe, run = str(_recipe(tmp_path, "ok")), str(_run_folder(tmp_path, "ok"))
+    verb, _, fmt = writer.partition(" ")
+    args = {"export": ["export", run, "--format", fmt, "--weights", "dir-0=1"],
+            "eval": ["eval", "--model", "tiny-random", "--task", "chain_sum", "--backend", "hf", "--limit", "1"],
+            "analyze": ["analyze", fmt, run]}.get(verb, [verb, recipe])
+    result = CliRunner().invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    kind = "is not a folder" if WRITERS[writer] == "folder" else "is a folder; expected a file path"
+    assert len(errors) == 1 and f"--out {out}" in errors[0] and kind in errors[0], result.stderr
+    assert (out.read_text() == "mine") if WRITERS[writer] == "folder" else sorted(out.iterdir()) == [out / "inside"]
+
+
+def _adapter(folder: Path, *, widen: bool = False, base: str | None = None) -> Path:
+    """A LoRA adapter made with PEFT alone on the tiny model; `widen`: its q_proj A factors one column wider (an
+    adapter for another base); `base`: the base its config names."""
+    import peft
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from hyper_es import models
+
+    torch.manual_seed(0)
+    model = peft.get_peft_model(models.load("tiny-random")[0], peft.LoraConfig(r=2, lora_alpha=4,
+                                                                               target_modules=["q_proj"]))
+    model.save_pretrained(str(folder))
+    if widen:
+        path = folder / "adapter_model.safetensors"
+        save_file({k: torch.cat([v, v[:, :1]], 1) if "lora_A" in k else v for k, v in load_file(path).items()}, path)
+    if base:
+        cfg = json.loads((folder / "adapter_config.json").read_text())
+        (folder / "adapter_config.json").write_text(json.dumps({**cfg, "base_model_name_or_path": base}))
+    return folder
+
+
+@pytest.mark.parametrize("case", ["no config", "another base's shapes"])
+def test_eval_with_an_adapter_it_cannot_use_is_one_line(case, tmp_path):
+    folder = _adapter(tmp_path / "a", widen=case == "another base's shapes")
+    if case == "no config":
+        (folder / "adapter_config.json").unlink()
+    result = CliRunner().invoke(app, ["eval", "--model", "tiny-random", "--adapter", str(folder), "--task",
+                                      "chain_sum", "--backend", "hf", "--limit", "1", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    want = "no adapter_config.json" if case == "no config" else "its tensors do not fit tiny-random (size mismatch"
+    assert len(errors) == 1 and f"adapter {folder}" in errors[0] and want in errors[0], result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_eval_with_an_adapter_of_another_named_base_warns(tmp_path, caplog):
+    folder = _adapter(tmp_path / "a", base="someone/another-model")
+    with caplog.at_level("WARNING"):
+        result = CliRunner().invoke(app, ["eval", "--model", "tiny-random", "--adapter", str(folder), "--task",
+                                          "chain_sum", "--backend", "hf", "--limit", "1"])
+    assert result.exit_code == 0, result.output
+    assert [r.getMessage() for r in caplog.records if "names the base" in r.getMessage()] == [
+        f"adapter {folder}: its config names the base someone/another-model, not tiny-random; the shapes fit, so it "
+        f"is used as given"]

@@ -258,7 +258,7 @@ def test_job_planning():
     assert plan_baseline(recipe).steps == 17  # ceil(15 / 0.9): Hyper-ES uses 90% of the baseline's steps
 
 
-def test_eval_with_adapter_merges_it(run, tiny_path, tmp_path):
+def test_eval_with_adapter_merges_it(cli, run, tiny_path, tmp_path):
     from safetensors.torch import load_file
 
     from hyper_es import models
@@ -270,31 +270,45 @@ def test_eval_with_adapter_merges_it(run, tiny_path, tmp_path):
     for t in ds.tensor_names():
         assert torch.equal(merged[t], base[t] + ds.delta("dir-1", t))
     out = tmp_path / "e.json"
-    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--model", str(tiny_path), "--adapter",
-                           str(run / "directions/dir-1"), "--task", "chain_sum", "--backend", "hf", "--limit", "2",
-                           "--max-tokens", "4", "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = cli("eval", "--model", tiny_path, "--adapter", run / "directions/dir-1", "--task", "chain_sum", "--backend",
+               "hf", "--limit", "2", "--max-tokens", "4", "--out", out)
+    assert proc.exit_code == 0, proc.stderr[-2000:]
     assert json.loads(out.read_text())["model"] == str(folder)
 
 
-def test_cli_export_formats(run, tmp_path):
-    env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    base = [sys.executable, "-m", "hyper_es", "export", str(run)]
+def test_cli_export_formats(cli, run, tmp_path):
     w = ["--weights", "dir-0=0.5,dir-1=0.3,dir-2=0.2"]
     for fmt, out in (("mergekit", tmp_path / "m.yaml"), ("peft", tmp_path / "peft"), ("hf", tmp_path / "hf")):
-        proc = subprocess.run([*base, "--format", fmt, "--out", str(out), *w], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = cli("export", run, "--format", fmt, "--out", out, *w)
+        assert proc.exit_code == 0, proc.stderr[-2000:]
         assert out.exists()
     cfg = yaml.safe_load((tmp_path / "m.yaml").read_text())
     assert cfg["merge_method"] == "dare_ties"
     assert cfg["models"][0]["parameters"]["weight"] == [0.5] * 4  # one value per layer of the tiny model
-    bad = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x"), "--weights", "dir-0=1"], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 2 and "--weights: expected one weight for each of dir-0, dir-1, dir-2" in bad.stderr
-    missing = subprocess.run([*base, "--format", "hf", "--out", str(tmp_path / "x")], env=env, capture_output=True,
-                             text=True, timeout=300)
-    assert missing.returncode == 2 and "no genome; run the search first" in missing.stderr
+
+
+def _export(cli, run, tmp_path, *args) -> str:
+    """`hyper-es export RUN ARGS` in this process: its one error line (exit 2), and nothing written to tmp_path/x."""
+    result = cli("export", run, *args)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and not (tmp_path / "x").exists(), result.stderr
+    return lines[0]
+
+
+def test_export_refuses_what_it_cannot_use_in_one_line(cli, run, tmp_path):
+    from hyper_es.merging import Genome
+
+    x = ["--out", str(tmp_path / "x")]
+    assert "--weights: expected one weight for each of dir-0, dir-1, dir-2" in _export(
+        cli, run, tmp_path, "--format", "hf", *x, "--weights", "dir-0=1")
+    assert "no genome; run the search first" in _export(cli, run, tmp_path, "--format", "hf", *x)
+    assert f"--genome {tmp_path / 'nope.json'}: no such file" in _export(
+        cli, run, tmp_path, "--format", "hf", *x, "--genome", str(tmp_path / "nope.json"))
+    other = Genome(directions=("a", "b"), num_layers=4, layer_group_size=2)
+    (tmp_path / "other.json").write_text(other.to_json(other.uniform(1.0)))
+    assert "a genome over the directions a, b;" in _export(
+        cli, run, tmp_path, "--format", "peft", *x, "--genome", str(tmp_path / "other.json"))
 
 
 def test_a_checkpoint_cut_short_while_saving_is_skipped(tmp_path):

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import RecipeBackend, _backend, _fail, analyze_app, command
+from hyper_es.cli.app import RecipeBackend, _backend, _fail, _writable, analyze_app, command
 
 
 @command("coverage", group=analyze_app)
@@ -18,7 +18,7 @@ def coverage_cmd(
     """Pass@k curves k = 1…n, per-problem solve-rate distributions, and problems only one row solves."""
     from hyper_es.analyze.coverage import analyze_coverage
 
-    result = analyze_coverage(runs, out)
+    result = analyze_coverage(runs, _writable(out, folder=True))
     for task, t in result["tasks"].items():
         for name, r in t["rows"].items():
             typer.echo(f"{task:<12} {name:<24} pass@1 {r['pass_curve'][0]:.3f}  "
@@ -42,6 +42,7 @@ def sparsity_cmd(
     from hyper_es.recipe import load_run_recipe
 
     _backend(backend)
+    _writable(out, folder=True)
     try:
         ps = [float(p) for p in fractions.split(",") if p.strip()]
     except ValueError:
@@ -73,6 +74,7 @@ def scale_fit_cmd(
     from hyper_es.analyze.scale_fit import analyze_scale_fit
     from hyper_es.recipe import load_run_recipe
 
+    _writable(out, folder=True)
     result = analyze_scale_fit(load_run_recipe(run), run, [r.strip() for r in rows.split(",") if r.strip()],
                                reference, out, block_size)
     def num(x, spec=".3f"):  # None where the reference (or the row) is zero

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -42,6 +43,16 @@ def command(*args, group: typer.Typer | None = None, **kwargs):
 def _backend(backend: str | None, *, required: bool = False) -> None:
     if (backend is not None or required) and backend not in ("vllm", "hf"):
         _fail(f"--backend: expected vllm or hf, got '{backend}'")
+
+
+def _writable(out: Path, *, folder: bool, opt: str = "--out") -> Path:
+    """An output path a command may write: a folder (new or existing) or a file (new or existing), refused up front
+    where the other kind already stands, before any work that would be lost."""
+    if folder and out.exists() and not out.is_dir():
+        _fail(f"{opt} {out}: exists and is not a folder; expected a folder (new, or one this command wrote)")
+    if not folder and out.is_dir():
+        _fail(f"{opt} {out}: is a folder; expected a file path")
+    return out
 
 
 def _ints(text: str, opt: str) -> tuple[int, ...]:

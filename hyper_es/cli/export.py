@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import _fail, command
+from hyper_es.cli.app import _fail, _writable, command
 
 
 @command()
@@ -31,6 +31,7 @@ def export(
 
     if format not in ("hf", "mergekit", "peft"):
         _fail(f"--format: expected hf, mergekit or peft, got '{format}'")
+    _writable(out, folder=format != "mergekit")
     if row is not None:
         if genome or weights:
             _fail("--row: exports that row's weights; it takes no --genome or --weights")
@@ -51,11 +52,16 @@ def export(
         g, x = global_weights(ds, pairs)
     else:
         path = genome or run / "search" / "best.json"
+        if genome is not None and not genome.is_file():
+            _fail(f"--genome {genome}: no such file")
         if not path.is_file():
             _fail(f"{path}: no genome; run the search first, or pass --genome FILE or --weights a=1,b=0.5")
         g, x = Genome.from_json(path)
         if x is None:
             _fail(f"{path}: the genome JSON has no values")
+        if tuple(g.directions) != tuple(ds.names):
+            _fail(f"{path}: a genome over the directions {', '.join(g.directions)}; {run} has "
+                  f"{', '.join(ds.names)}")
     if format == "hf":
         ex.export_hf(ds, g, x, settings, out)
     elif format == "mergekit":

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import RecipeBackend, _backend, _fail, _ints, command, logger
+from hyper_es.cli.app import RecipeBackend, _backend, _fail, _ints, _writable, command, logger
 
 
 @command()
@@ -114,6 +114,7 @@ def collect(
     from hyper_es.evaluate.pass_rates import measure_difficulty
     from hyper_es.recipe import load_recipe
 
+    _writable(out, folder=True)
     folders = run_collect(load_recipe(recipe), out, baseline=baseline or baseline_only, directions=not baseline_only,
                           measure=measure_difficulty)
     from hyper_es.directions import DirectionSet
@@ -141,6 +142,7 @@ def run_cmd(
     from hyper_es.report import report_table
 
     _backend(backend)
+    _writable(out, folder=True)
     rec = load_recipe(recipe)
     report = run(quick_recipe(rec) if quick else rec, out, backend=backend)
     report_table(report)
@@ -158,6 +160,7 @@ def es_cmd(
     from hyper_es.recipe import load_recipe
 
     _backend(backend)
+    _writable(out, folder=True)
     result = run_es(load_recipe(recipe), out, backend=backend)
     g, kept = result["guard"], "ES" if result["kept_iterations"] else "the start"
     typer.echo(f"ES: {result['iterations']} iterations; validation start {g['x0_val']:.3f}, ES {g['best_val']:.3f} "
@@ -175,6 +178,7 @@ def search_cmd(
     from hyper_es.search.run import search
 
     _backend(backend)
+    _writable(out, folder=True)
     result = search(load_recipe(recipe), out, backend=backend)
     for name, row in result["rows"].items():
         test = "" if row["test"] is None else f"  test {row['test']:.3f}"
@@ -212,6 +216,8 @@ def eval_cmd(
     n = n or max(ks)
     temperature = (0.0 if n == 1 else 1.0) if temperature is None else temperature
     _backend(backend, required=True)
+    if out is not None:
+        _writable(out, folder=False)
     rec = load_recipe(recipe) if recipe else None
     model = model or (rec.model.name if rec else None)
     if not model:
@@ -235,8 +241,9 @@ def eval_cmd(
                   model_dtype=rec.model.dtype, serve=serve_kwargs(rec))
     if adapter:
         from hyper_es.engine import adapter_as_lora, engine_dtype
-        from hyper_es.models import with_adapter
+        from hyper_es.models import check_adapter, with_adapter
 
+        check_adapter(adapter, model)
         if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
             kw["adapter"] = adapter  # served as a LoRA: merged into 16-bit weights, the update would round away
         else:  # fp32 (exact) or HF: merged into the weights

@@ -113,16 +113,38 @@ def load(name: str, *, dtype: str = "float32", revision: str | None = None, trus
     return model, tok
 
 
+_WARNED: set = set()  # (adapter, base) pairs already warned about
+
+
+def check_adapter(adapter: str | Path, name: str) -> tuple[Path, Path]:
+    """A PEFT adapter folder's config and weights (one line naming what is missing); logs once when its config names
+    a base other than `name` (an adapter of the same shapes loads silently otherwise)."""
+    import json
+
+    adapter = Path(adapter)
+    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    for path in (config, weights):
+        if not path.is_file():
+            raise ModelNotFoundError(f"adapter {adapter}: no {path.name} (expected a PEFT adapter folder)")
+    try:
+        named = json.loads(config.read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        raise ModelNotFoundError(f"{config}: not a JSON object (expected a PEFT adapter config)") from None
+    if named and Path(str(named)).name not in (Path(name).name, resolve(name).name) and (adapter, name) not in _WARNED:
+        _WARNED.add((adapter, name))
+        logger.warning("adapter %s: its config names the base %s, not %s; the shapes fit, so it is used as given",
+                       adapter, named, name)
+    return config, weights
+
+
 def with_adapter(name: str, adapter: str | Path, *, revision: str | None = None) -> Path:
     """A cached save_pretrained folder of `name` with a PEFT LoRA adapter merged in (for vLLM, which on CPU runs
     LoRA 8-9x slower than merged weights). Keyed by the adapter's weights hash."""
     import hashlib
 
     adapter = Path(adapter)
-    weights = adapter / "adapter_model.safetensors"
-    if not weights.is_file():
-        raise ModelNotFoundError(f"adapter {adapter}: no adapter_model.safetensors (expected a PEFT adapter folder)")
-    key = hashlib.sha256(weights.read_bytes() + (adapter / "adapter_config.json").read_bytes()).hexdigest()[:16]
+    config, weights = check_adapter(adapter, name)
+    key = hashlib.sha256(weights.read_bytes() + config.read_bytes()).hexdigest()[:16]
     out = cache_dir() / "merged" / f"{Path(name).name}-{key}"
     if (out / "config.json").is_file():
         return out
@@ -131,7 +153,13 @@ def with_adapter(name: str, adapter: str | Path, *, revision: str | None = None)
         from peft import PeftModel
 
         model, tok = load(name, revision=revision)
-        PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(tmp)
+        try:
+            peft_model = PeftModel.from_pretrained(model, str(adapter))
+        except RuntimeError as exc:  # torch's "size mismatch for ...", one block per tensor
+            first = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc)[:200])
+            raise HyperESError(f"adapter {adapter}: its tensors do not fit {name} ({first}); expected an adapter "
+                               f"trained on this base") from None
+        peft_model.merge_and_unload().save_pretrained(tmp)
         tok.save_pretrained(tmp)
 
     out.parent.mkdir(parents=True, exist_ok=True)
