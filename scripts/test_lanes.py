@@ -1,7 +1,6 @@
 """`make test`: the suite in two pytest processes side by side, each on its own share of the cores. One runs the
-tests marked `vllm` (one engine at a time, its OpenMP threads bound to the first half of the cores) and those marked
-`vllm_lane` (long tests without an engine that balance the lanes), the other every other test (single-threaded
-torch, as the conftest sets; a stray engine there is bound to the other half).
+tests marked `vllm` (one engine at a time, its OpenMP threads bound to the first half of the cores), the other
+every other test (single-threaded torch, as the conftest sets; a stray engine there is bound to the other half).
 On one core the suite runs in one process. Each lane's output is printed when both are done; the exit status is
 the first lane's that is not 0 (pytest's 5, "no tests collected", included).
 
@@ -28,8 +27,7 @@ def main() -> int:
     if n < 2:
         return subprocess.call([sys.executable, "-m", "pytest", *args])
     half = n // 2
-    lanes = {"vllm": ("vllm or vllm_lane", cores(0, half - 1)),
-             "rest": ("not vllm and not vllm_lane", cores(half, n - 1))}
+    lanes = {"vllm": ("vllm", cores(0, half - 1)), "rest": ("not vllm", cores(half, n - 1))}
     t0, procs, logs = time.perf_counter(), {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (marker, bind) in lanes.items():

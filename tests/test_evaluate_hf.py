@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -82,14 +80,11 @@ def test_jobs_in_one_call_score_as_one_by_one_hf(tiny, gen):
     jobs_in_one_call_score_as_one_by_one(gen, tiny[1])
 
 
-def test_cli_eval_hf_writes_json_and_prints_table(tmp_path):
+def test_cli_eval_hf_writes_json_and_prints_table(cli, tmp_path):
     out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", "--task", "chain_sum", "--task",
-         "countdown", "--backend", "hf", "--limit", "4", "--k", "1,2", "--max-tokens", "8", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = cli("eval", "--model", "tiny-random", "--task", "chain_sum", "--task", "countdown", "--backend", "hf",
+               "--limit", "4", "--k", "1,2", "--max-tokens", "8", "--out", out)
+    assert proc.exit_code == 0, proc.stderr
     assert "pass@2" in proc.stdout and "countdown" in proc.stdout
     data = json.loads(out.read_text())
     assert [r["task"] for r in data["results"]] == ["chain_sum", "countdown"]
@@ -102,25 +97,23 @@ def test_cli_eval_hf_writes_json_and_prints_table(tmp_path):
     (["--task", "chain_sum", "--k", "0"], "--k: expected comma-separated positive integers"),
     (["--task", "chain_sum", "--backend", "tpu"], "--backend: expected vllm or hf"),
 ])
-def test_cli_eval_bad_input(args, message):
-    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", *args],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_eval_bad_input(cli, args, message):
+    proc = cli("eval", "--model", "tiny-random", *args)
+    assert proc.exit_code == 2 and message in proc.stderr
 
 
-def test_cli_eval_refuses_an_over_long_prompt_in_one_line(tmp_path):
+def test_cli_eval_refuses_an_over_long_prompt_in_one_line(cli, tmp_path):
     """A 5 MB one-word question: refused in well under a second (without tokenising it), exit 2, one line."""
     (tmp_path / "long.jsonl").write_text(json.dumps({"question": "1 + 1 = ?", "answer": "2"}) + "\n"
                                          + json.dumps({"question": "x" * 5_000_000, "answer": "7"}) + "\n")
     (tmp_path / "r.yaml").write_text(
         "name: long\nmodel: {name: tiny-random, dtype: float32, max_model_len: 512}\n"
         "tasks:\n  - {name: longq, reward: numeric, max_tokens: 16, test: {source: file, path: long.jsonl}}\n")
-    proc = subprocess.run([sys.executable, "-m", "hyper_es", "eval", "--recipe", str(tmp_path / "r.yaml"),
-                           "--task", "longq", "--backend", "hf"], capture_output=True, text=True, timeout=120)
+    proc = cli("eval", "--recipe", tmp_path / "r.yaml", "--task", "longq", "--backend", "hf")
     lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]  # (beside progress bars)
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert proc.exit_code == 2 and len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith(f"error: task 'longq' test ({tmp_path / 'long.jsonl'}) row 1: the prompt has 5,000,")
-    assert "max_model_len 512" in lines[0] and "Traceback" not in proc.stderr
+    assert "max_model_len 512" in lines[0]
 
 
 def test_pass_k_tasks_samples_only_the_named_tasks(tiny, gen):

@@ -1,7 +1,5 @@
 """Every recipe error path gives one line naming the file, the field path and what was expected."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -101,11 +99,10 @@ def test_missing_file_and_non_utf8(tmp_path):
         hx.load_recipe(bad)
 
 
-def test_cli_prints_error_without_traceback(tmp_path):
+def test_cli_prints_error_without_traceback(cli, tmp_path):
     path = write(tmp_path, mutate(merge={"density": 1.5}))
-    proc = subprocess.run([sys.executable, "-m", "hyper_es", "check", str(path)], capture_output=True, text=True)
-    assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr
+    proc = cli("check", path)
+    assert proc.exit_code == 2
     assert proc.stderr.strip() == f"error: {path}: merge.density: expected less than or equal to 1, got 1.5"
 
 

@@ -51,14 +51,10 @@ def test_gpu_recipe_settings(name):
     assert {t.name for t in recipe.tasks} & {"gsm8k", "math"}
 
 
-def test_the_es_recipe_passes_hyper_es_check():
+def test_the_es_recipe_passes_hyper_es_check(cli):
     """`hyper-es check` on the full-parameter ES recipe: schema, the real SmolLM2 model, the tasks' data."""
-    import subprocess
-    import sys
-
     path = Path(__file__).resolve().parents[1] / "recipes" / "smollm2-135m-es.yaml"
-    res = subprocess.run([sys.executable, "-m", "hyper_es", "check", str(path)], capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
+    res = cli("check", path)
+    assert res.exit_code == 0, res.stderr[-2000:]
     assert "method: es" in res.stdout and "population: 16" in res.stdout
     assert hx.load_recipe(path).method == "es"

@@ -5,8 +5,6 @@ damages one file and runs the real CLI on the copy.
 """
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -59,15 +57,14 @@ def _search(run: Path) -> list[str]:
     (f"search/{CHECKPOINT}", _truncate, _search),
     ("search/best.json", _garbage, _export),
 ], ids=["manifest", "adapter-weights", "adapter-config", "checkpoint", "best"])
-def test_damaged_file_gives_one_line_naming_it(finished_run, tmp_path, file, damage, command):
+def test_damaged_file_gives_one_line_naming_it(cli, finished_run, tmp_path, file, damage, command):
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
     damage(run / file)
-    proc = subprocess.run([sys.executable, "-m", "hyper_es", *command(run)], capture_output=True, text=True,
-                          timeout=300)
+    proc = cli(*command(run))
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.exit_code == 2, proc.stderr[-3000:]
+    assert len(errors) == 1, proc.stderr[-3000:]
     assert str(run / file) in errors[0]
     assert "delete" in errors[0] or "re-run" in errors[0]  # says what to do
 

