@@ -144,7 +144,8 @@ def test_the_scaled_row_is_base_plus_the_scanned_scale_times_the_baseline_update
     got = AutoModelForCausalLM.from_pretrained(out).state_dict()
     for t, d in baseline.items():
         torch.testing.assert_close(got[t], base[t] + chosen["scale"] * d, rtol=0, atol=1e-6)
-    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mergekit", "--out", str(out), "--row", "scaled"])
+    res = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mergekit", "--out", str(out.with_suffix(".yaml")),
+                                   "--row", "scaled"])
     assert res.exit_code == 2 and "a row exports as hf or peft" in res.output
     # `hyper-es analyze scale-fit`: the scaled row is exactly s × the baseline, in every block of layers
     res = CliRunner().invoke(app, ["analyze", "scale-fit", str(run_dir), "--out", str(run_dir.parent / "fit"),
