@@ -243,8 +243,8 @@ def eval_cmd(
         from hyper_es.engine import adapter_as_lora, engine_dtype
         from hyper_es.models import check_adapter, with_adapter
 
-        check_adapter(adapter, model)
         if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
+            check_adapter(adapter, model)  # (with_adapter checks it on the other path)
             kw["adapter"] = adapter  # served as a LoRA: merged into 16-bit weights, the update would round away
         else:  # fp32 (exact) or HF: merged into the weights
             kw.pop("revision", None)

@@ -73,14 +73,9 @@ def evaluate_tasks(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskR
         rows = job.task.rows(job.split)[: job.limit] if job.limit else job.task.rows(job.split)
         prompts = job.task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
                                       max_tokens=sampling.max_tokens)
-        seeds = (None if sampling.greedy
-                 else [problem_seed(sampling.seed, job.task.name, r["id"]) for r in rows])
+        seeds = [problem_seed(sampling.seed, job.task.name, r["id"]) for r in rows]  # greedy: unused
         asks.append((rows, prompts, sampling, seeds))
-    if all(seeds is None for *_, seeds in asks):
-        outputs = gen.generate_groups([(p, s) for _, p, s, _ in asks])
-    else:  # a greedy group beside sampled ones takes the engine's default seeds (unused when greedy)
-        outputs = gen.generate_groups([(p, s) for _, p, s, _ in asks],
-                                      [seeds or [s.seed + i for i in range(len(p))] for _, p, s, seeds in asks])
+    outputs = gen.generate_groups([(p, s) for _, p, s, _ in asks], [seeds for *_, seeds in asks])
     called = time.perf_counter() - t0
     generated = [sum(len(c) for outs in group for c in outs) for group in outputs]
     return [_scored(gen, tokenizer, job, ask, outs, called * (n / max(1, sum(generated))))

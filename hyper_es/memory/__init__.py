@@ -30,5 +30,6 @@ def planned_share(recipe, stage: str, device_bytes: int, part: float = 1.0) -> f
     share = None if found is None else found.settings.get(key)
     if share is None or part == 1.0:
         return share
-    return math.ceil(100 * share * part - 1e-9) / 100 if stage == "gradient job" else \
-        math.floor(100 * share * part + 1e-9) / 100
+    if stage == "gradient job":  # TRL's vLLM needs at least its plan
+        return math.ceil(100 * share * part - 1e-9) / 100
+    return math.floor(100 * share * part + 1e-9) / 100  # an engine leaves the rest of the card
