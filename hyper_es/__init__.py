@@ -3,6 +3,8 @@
     import hyper_es as hx
     recipe = hx.load_recipe("recipes/tiny.yaml")
     ds = hx.DirectionSet.from_adapters(base="tiny-random", adapters=["dir1", "dir2"])
+    result = hx.search_merge(ds, tasks=["chain_sum"], out="RUN")   # CMA-ES over layer-wise coefficients
+    result.export_hf("merged")
     hx.rewards.get("math")(completion, "72")
 """
 
@@ -10,7 +12,7 @@ from hyper_es import rewards
 from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.recipe import Recipe, load_recipe
 
-__all__ = ["DirectionSet", "Genome", "merge", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
+__all__ = ["DirectionSet", "Genome", "SearchResult", "merge", "search_merge", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
 __version__ = "0.1.0"
 
 
@@ -20,6 +22,10 @@ def __getattr__(name: str):
         from hyper_es.directions import DirectionSet
 
         return DirectionSet
+    if name in ("search_merge", "SearchResult"):
+        from hyper_es import api
+
+        return getattr(api, name)
     if name in ("merge", "Genome"):
         from hyper_es import merging
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from pathlib import Path
 
 import numpy as np
@@ -65,8 +66,8 @@ def mergekit_config(ds, genome: Genome, x, settings: MergeSettings) -> dict:
                                    f"module_groups in '{arch.module_group(t)}'")
     coef = genome.coefficients(x)
     dens = genome.layer_densities(x, settings.density)
-    per_layer = lambda d, m: [coef[genome.key_for(arch.layer_prefix(i), d)[:2] + (m,)]  # noqa: E731
-                              for i in range(genome.num_layers)]
+    per_layer = lambda d, m: [coef.get(genome.key_for(arch.layer_prefix(i), d)[:2] + (m,), 0.0)  # noqa: E731
+                              for i in range(genome.num_layers)]  # a group without genes changes no tensor: 0
     models = []
     for k, d in enumerate(ds.names):
         if genome.module_groups:
@@ -96,43 +97,66 @@ def export_mergekit(ds, genome: Genome, x, settings: MergeSettings, out: str | P
     return out
 
 
-def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path, rank: int = 16) -> dict:
-    """The merged update as a LoRA adapter of `rank` (truncated SVD per module). Returns relative errors."""
-    return _save_peft(ds.base_path, MergePlan(ds, genome, settings, prepare=False).deltas(x), out, rank)
+MAX_ERROR = 0.01  # a PEFT export further than this from the merge is refused unless the caller accepts more
 
 
-def _save_peft(base_path, deltas, out: str | Path, rank: int) -> dict:
-    """Each (tensor, ΔW) of `deltas` as a LoRA pair of `rank` (truncated SVD); returns the relative errors."""
+class SvdErrors(dict):
+    """Relative error per module, and `whole`: the whole update's ‖ΔW − BA‖ / ‖ΔW‖ over every module."""
+
+    whole: float = 0.0
+
+
+def export_peft(ds, genome: Genome, x, settings: MergeSettings, out: str | Path, rank: int = 16,
+                max_error: float | None = MAX_ERROR) -> dict:
+    """The merged update as a LoRA adapter of `rank` (truncated SVD per module). Returns relative errors per module.
+    Exact (to float rounding) for a linear merge (task arithmetic, or DARE-linear at density 1) when `rank` ≥ the
+    sum of the directions' ranks; TIES and DARE mask entries, so their update is full rank and only approximated."""
+    return _save_peft(ds.base_path, MergePlan(ds, genome, settings, prepare=False).deltas(x), out, rank, max_error)
+
+
+def _save_peft(base_path, deltas, out: str | Path, rank: int, max_error: float | None = MAX_ERROR) -> dict:
+    """Each (tensor, ΔW) of `deltas` as a LoRA pair of `rank` (truncated SVD); returns the relative errors per module.
+    Refused, before anything is written, when the whole update's relative error ‖ΔW − BA‖ / ‖ΔW‖ (over every module)
+    exceeds `max_error` (None: any)."""
     from safetensors.torch import save_file
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    tensors, errors, targets = {}, {}, set()
+    tensors, errors, targets, sq = {}, {}, set(), [0.0, 0.0]  # (Σ‖ΔW − BA‖², Σ‖ΔW‖²)
     for t, delta in deltas:
         if delta.dim() != 2 or not t.endswith(".weight"):
             raise HyperESError(f"tensor '{t}' is not a 2-D weight; a LoRA adapter cannot hold it")
         u, s, vh = torch.linalg.svd(delta.double(), full_matrices=False)
         r = min(rank, s.numel())
         b, a = (u[:, :r] * s[:r]).float(), vh[:r].float()
-        norm = float(delta.norm())
-        errors[t] = float((delta - b @ a).norm()) / norm if norm else 0.0
+        norm, err = float(delta.norm()), float((delta - b @ a).norm())
+        errors[t] = err / norm if norm else 0.0
+        sq[0], sq[1] = sq[0] + err ** 2, sq[1] + norm ** 2
         module = t.removesuffix(".weight")
         tensors[f"base_model.model.{module}.lora_A.weight"] = a.contiguous()
         tensors[f"base_model.model.{module}.lora_B.weight"] = b.contiguous()
         targets.add(module.rsplit(".", 1)[-1])
+    overall = (sq[0] / sq[1]) ** 0.5 if sq[1] else 0.0
+    if max_error is not None and overall > max_error:
+        raise HyperESError(f"a rank-{rank} LoRA is {overall:.1%} off the merged update (‖ΔW − BA‖ / ‖ΔW‖; "
+                           f"--max-error {max_error:g}); nothing written. Export --format hf (exact), raise --rank, or "
+                           f"accept it with --max-error {math.ceil(overall * 100) / 100:g}")
+    out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(out / "adapter_model.safetensors"))
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank,  # scale 1
               "target_modules": sorted(targets), "lora_dropout": 0.0, "bias": "none", "use_rslora": False,
               "base_model_name_or_path": str(base_path), "fan_in_fan_out": False, "use_dora": False}
     (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
-    (out / "svd_errors.json").write_text(json.dumps(errors, indent=1))
+    (out / "svd_errors.json").write_text(json.dumps({"update": overall, "modules": errors}, indent=1))
+    errors = SvdErrors(errors)
+    errors.whole = overall
     worst = max(errors.values(), default=0.0)
-    logger.info("peft export rank %d: relative error mean %.3g, max %.3g", rank,
-                float(np.mean(list(errors.values()))) if errors else 0.0, worst)
+    logger.info("peft export rank %d: relative error of the update %.3g; per module mean %.3g, max %.3g", rank,
+                overall, float(np.mean(list(errors.values()))) if errors else 0.0, worst)
     return errors
 
 
-def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, rank: int = 16) -> tuple:
+def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, rank: int = 16,
+               max_error: float | None = MAX_ERROR) -> tuple:
     """One row of the run's report, as it was evaluated: base + its ΔW (`rows.row_update`) as an HF folder or a
     PEFT adapter, and, for a `<row>+prompt` row, its co-evolved prompt beside it. Returns (the SVD errors or None,
     the prompt file or None)."""
@@ -147,7 +171,7 @@ def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, 
     deltas = row_update(run, row.removesuffix("+prompt"), recipe).items()
     errors = None
     if format == "peft":
-        errors = _save_peft(base, deltas, out, rank)
+        errors = _save_peft(base, deltas, out, rank, max_error)
     else:
         _save_hf(base, deltas, out)
     if not row.endswith("+prompt"):

@@ -57,8 +57,11 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     run_dir = Path(run_dir)
     if recipe.method == "es":
         return run_es_method(recipe, run_dir, backend=backend)
-    logger.info("stage 1/4: gradient stage (%d directions + GRPO-LoRA baseline)", recipe.gradient.directions)
-    collect(recipe, run_dir, baseline=True, measure=partial(measure_difficulty, backend=backend))  # isolates its jobs
+    given = recipe.directions
+    baseline = given is None or given.baseline
+    logger.info("stage 1/4: gradient stage (%s%s)", "the recipe's directions" if given else
+                f"{recipe.gradient.directions} directions", " + GRPO-LoRA baseline" if baseline else "")
+    collect(recipe, run_dir, baseline=baseline, measure=partial(measure_difficulty, backend=backend))  # isolates jobs
     if not (run_dir / "geometry.json").is_file():
         write_json_atomic(run_dir / "geometry.json", DirectionSet.from_run(run_dir).geometry())
     if (run_dir / "search" / "result.json").is_file():

@@ -20,14 +20,17 @@ def _print(table: Table, console: Console | None) -> None:
 
 
 def directions_table(folders: Sequence[Path], console: Console | None = None) -> Table:
-    """One row per finished gradient-stage job, from its manifest."""
-    from hyper_es.directions.manifest import read_manifest
+    """One row per finished direction: a gradient-stage job from its manifest, an imported one with its origin."""
+    from hyper_es.directions.manifest import read_record
 
     table = Table(title="directions")
     for col in ("name", "steps", "lr", "seed", "shard", "completions", "first reward", "last reward", "s"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for folder in folders:
-        m = read_manifest(folder)
+        m = read_record(folder)
+        if m.get("imported"):  # a given direction: where it came from, no training in this run
+            table.add_row(f"{m['name']} (imported: {Path(m['imported']['path']).name})", "0", "", "", "", "", "", "", "0")
+            continue
         curve = [r for _, r in m["reward_curve"]]
         job = m["job"]
         table.add_row(m["name"], str(m["optimizer_steps"]), f"{job['learning_rate']:.2g}", str(job["seed"]),
@@ -189,7 +192,7 @@ def baseline_best(rows: list[dict]) -> dict | None:
     from hyper_es.evaluate.final import BASELINE_KINDS, best_by_validation
 
     scored = [r for r in rows if r["kind"] in BASELINE_KINDS and "val" in r]
-    if not scored:
+    if not any(r["kind"] == "baseline" for r in scored):  # no baseline trained (the recipe's own directions)
         return None
     best = best_by_validation(scored)
     return {"name": best["name"], "steps": best["steps"], "val": best["val"]["mean"],
@@ -366,14 +369,16 @@ CONSOLE_WIDTH = 100  # the console summary: one row per model in this many colum
 def report_table(report: dict, console: Console | None = None) -> Table:
     """The console summary, one row per model within CONSOLE_WIDTH columns: its cost (optimizer steps, generated
     tokens for training plus search or ES, wall seconds), greedy accuracy (the mean over tasks) and the pooled greedy
-    difference to the GRPO-LoRA baseline with its paired bootstrap 95% CI. Per-task tables: report.md."""
+    difference to the GRPO-LoRA baseline (the base in a run without one) with its paired bootstrap 95% CI. Per-task
+    tables: report.md."""
     if console is None and not Console().is_terminal:
         console = Console(width=CONSOLE_WIDTH)  # logs and CI
     paired = report.get("paired") or {}
     pooled = next(iter(paired.get("pooled", {})), None)
-    vs = paired.get("vs", {}).get("baseline", {})
+    ref = "baseline" if any(r["name"] == "baseline" for r in report["rows"]) else "base"  # no baseline trained
+    vs = paired.get("vs", {}).get(ref, {})
     table = Table(title=f"{report['recipe']}: greedy accuracy on test, details in report.md")
-    heads = ["model", "steps", "tokens", "wall s", "greedy", f"Δ baseline ({pooled or 'pooled'}), 95% CI"]
+    heads = ["model", "steps", "tokens", "wall s", "greedy", f"Δ {ref} ({pooled or 'pooled'}), 95% CI"]
     for c in heads:
         table.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
     for r in report["rows"]:
@@ -382,7 +387,7 @@ def report_table(report: dict, console: Console | None = None) -> Table:
             (res.get("greedy") for res in r["results"].values()), None)
         diff = (vs.get(r["name"]) or {}).get("pooled", {}).get(pooled) if pooled else None
         table.add_row(*map(escape, [r["name"], _fmt(r["optimizer_steps"]), _fmt(tokens), _fmt(r["wall_s"], 0),
-                                    _fmt(greedy), "ref" if r["name"] == "baseline" else _fmt_diff(diff)]))
+                                    _fmt(greedy), "ref" if r["name"] == ref else _fmt_diff(diff)]))
     _print(table, console)
     return table
 

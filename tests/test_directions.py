@@ -278,10 +278,16 @@ def test_eval_with_adapter_merges_it(cli, run, tiny_path, tmp_path):
 
 def test_cli_export_formats(cli, run, tmp_path):
     w = ["--weights", "dir-0=0.5,dir-1=0.3,dir-2=0.2"]
-    for fmt, out in (("mergekit", tmp_path / "m.yaml"), ("peft", tmp_path / "peft"), ("hf", tmp_path / "hf")):
-        proc = cli("export", run, "--format", fmt, "--out", out, *w)
+    # DARE-TIES masks entries: its update is full rank, so a rank-16 LoRA is refused at the default --max-error
+    refused = cli("export", run, "--format", "peft", "--out", tmp_path / "peft", *w)
+    assert refused.exit_code == 2 and "nothing written" in refused.stderr and not (tmp_path / "peft").exists()
+    for fmt, out, more in (("mergekit", tmp_path / "m.yaml", []), ("peft", tmp_path / "peft", ["--max-error", "1"]),
+                           ("hf", tmp_path / "hf", [])):
+        proc = cli("export", run, "--format", fmt, "--out", out, *w, *more)
         assert proc.exit_code == 0, proc.stderr[-2000:]
         assert out.exists()
+        if fmt == "peft":  # accepted when asked, and it says how far off it is
+            assert "off the merged update" in proc.stdout
     cfg = yaml.safe_load((tmp_path / "m.yaml").read_text())
     assert cfg["merge_method"] == "dare_ties"
     assert cfg["models"][0]["parameters"]["weight"] == [0.5] * 4  # one value per layer of the tiny model

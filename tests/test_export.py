@@ -91,7 +91,11 @@ def test_peft_export_is_exact_at_full_rank_and_reports_errors(setup, tmp_path):
     linear = MergeSettings(method="task_arithmetic")
     assert max(export_peft(ds, genome, x, linear, tmp_path / "ta", rank=12).values()) < 1e-5
     settings = MergeSettings()
-    errs = {r: export_peft(ds, genome, x, settings, tmp_path / f"r{r}", rank=r) for r in (2, 16, 64)}
+    with pytest.raises(hx.HyperESError, match="rank-2 LoRA is .*% off the merged update.*nothing written"):
+        export_peft(ds, genome, x, settings, tmp_path / "refused", rank=2)  # the default max_error: 1%
+    assert not (tmp_path / "refused").exists()
+    errs = {r: export_peft(ds, genome, x, settings, tmp_path / f"r{r}", rank=r, max_error=None) for r in (2, 16, 64)}
+    assert errs[2].whole > errs[16].whole > 0.01 > 1e-5 > errs[64].whole
     assert set(errs[2]) == set(ds.tensor_names())
     assert np.mean(list(errs[2].values())) > np.mean(list(errs[16].values())) > max(errs[64].values())
     assert max(errs[64].values()) < 1e-5

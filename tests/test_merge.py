@@ -149,11 +149,12 @@ def test_plan_reuses_prepared_deltas_and_matches_merge(base_sd, ds):
 def test_genome_layout_bounds_and_json(ds):
     g = genome_for(ds, layer_group_size=3, module_groups=True, per_direction_density=True, bounds=(-0.5, 1.5))
     assert g.layer_groups == ["L0-2", "L3"]
-    assert g.size == 2 * 3 * 3 + 3
+    assert g.modules == ("attention", "mlp")  # no direction touches "other" (norms): no genes for it
+    assert g.size == 2 * 3 * 2 + 3
     lo, hi = g.lower_upper()
-    assert lo.tolist() == [-0.5] * 18 + [0.05] * 3 and hi.tolist() == [1.5] * 18 + [1.0] * 3
+    assert lo.tolist() == [-0.5] * 12 + [0.05] * 3 and hi.tolist() == [1.5] * 12 + [1.0] * 3
     x0 = g.initial("uniform", density=0.8)
-    assert np.allclose(x0[:18], 1 / 3) and np.allclose(x0[18:], 0.8)
+    assert np.allclose(x0[:12], 1 / 3) and np.allclose(x0[12:], 0.8)
     assert g.key_for("model.layers.3.mlp.down_proj.weight", "b") == ("L3", "b", "mlp")
     g2, x2 = Genome.from_json(g.to_json(x0))
     assert g2 == g and np.array_equal(x2, x0)
@@ -184,7 +185,7 @@ def test_bad_input(base_sd, ds):
     named = mg.coefficients(mg.initial())
     assert np.array_equal(mg.vector(named), mg.initial())
     bad = {(gr, d, "embeddings" if m == "mlp" else m): v for (gr, d, m), v in named.items()}
-    with pytest.raises(HyperESError, match="unknown module group 'embeddings'; expected one of: attention, mlp, other"):
+    with pytest.raises(HyperESError, match="unknown module group 'embeddings'; expected one of: attention, mlp"):
         mg.vector(bad)
     with pytest.raises(HyperESError, match="unknown direction 'zz'"):
         mg.vector({("L0", "zz", "mlp"): 1.0})

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def tiny_run(tmp_path_factory):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=3, baseline_snapshot_every=2, learning_rate=0.01)  # baseline: ceil(9 / 0.9) = 10
-    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: ΔW would be 0
+    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: a dense one
     data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
     data["eval"].update(k=[1, 2], n=2, pass_k_limit=10)
     data["search"].update(scale_scan=[0.5, 1.0, 2.0])  # also the `scaled` control's scales
@@ -38,6 +38,7 @@ def test_report_rows_costs_and_files(tiny_run):
     names = [r["name"] for r in report["rows"]]
     assert names == ["base", "dir-0", "dir-1", "dir-2", "uniform", "baseline@2", "baseline@4", "baseline@6",
                      "baseline@8", "baseline", "hyper-es", "search-start", "scaled"]
+    assert hx.DirectionSet.from_run(run_dir).zero_directions() == []  # the search merged directions that move
     rows = {r["name"]: r for r in report["rows"]}
     assert rows["hyper-es"]["optimizer_steps"] == 9 and rows["baseline"]["optimizer_steps"] == 10
     assert rows["baseline"]["optimizer_steps"] / rows["hyper-es"]["optimizer_steps"] >= 1.1

@@ -54,7 +54,8 @@ def test_gpu_recipe_settings(name):
 def test_the_es_recipe_passes_hyper_es_check(cli):
     """`hyper-es check` on the full-parameter ES recipe: schema, the real SmolLM2 model, the tasks' data."""
     path = Path(__file__).resolve().parents[1] / "recipes" / "smollm2-135m-es.yaml"
-    res = cli("check", path)
+    res = cli("check", path, "--print")
     assert res.exit_code == 0, res.stderr[-2000:]
+    assert res.stdout.startswith("recipe smollm2-135m-es: model") and "method es: full-parameter ES" in res.stdout
     assert "method: es" in res.stdout and "population: 16" in res.stdout
     assert hx.load_recipe(path).method == "es"

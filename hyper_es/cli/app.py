@@ -11,7 +11,10 @@ import typer
 
 from hyper_es.errors import HyperESError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_enable=False)
+HELP = ("Post-train an LLM for reasoning: evolution strategies (CMA-ES) over layer-wise merge coefficients of a few "
+        "GRPO-LoRA directions, or of LoRA adapters you already have. Start with `hyper-es check RECIPE`, then "
+        "`hyper-es run RECIPE --out RUN`; the guide is README.md and docs/.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP, pretty_exceptions_enable=False)
 analyze_app = typer.Typer(no_args_is_help=True, help="Analyses of finished runs: coverage, functional sparsity, scale fit.")
 app.add_typer(analyze_app, name="analyze")
 logger = logging.getLogger("hyper_es")

@@ -20,6 +20,9 @@ def export(
     row: Annotated[Optional[str], typer.Option(help="a row of the run's report instead (es, scaled, baseline@15, "
                                                     "hyper-es+prompt, ...): hf or peft")] = None,
     rank: Annotated[int, typer.Option(help="LoRA rank for --format peft")] = 16,
+    max_error: Annotated[float, typer.Option(help="--format peft: refuse (writing nothing) when the adapter is further "
+                                             "than this from the merged update, ‖ΔW − BA‖ / ‖ΔW‖ (exact: task "
+                                             "arithmetic at rank ≥ the directions' summed ranks)")] = 0.01,
 ) -> None:
     """Export a merge of RUN's directions, or one of its report's rows: an HF folder, a mergekit YAML, or a PEFT
     LoRA adapter (SVD)."""
@@ -35,9 +38,10 @@ def export(
     if row is not None:
         if genome or weights:
             _fail("--row: exports that row's weights; it takes no --genome or --weights")
-        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank)
+        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank,
+                                       max_error=max_error)
         if errors:
-            typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+            _svd_line(errors, rank)
         typer.echo(f"wrote {out}" + (f" and {prompt} (the co-evolved prompt the row was scored with)" if prompt else ""))
         return
     ds = DirectionSet.from_run(run)
@@ -67,10 +71,14 @@ def export(
     elif format == "mergekit":
         ex.export_mergekit(ds, g, x, settings, out)
     else:
-        errors = ex.export_peft(ds, g, x, settings, out, rank=rank)
-        typer.echo(f"rank {rank}: relative error per module: max {max(errors.values()):.4f}")
+        _svd_line(ex.export_peft(ds, g, x, settings, out, rank=rank, max_error=max_error), rank)
     typer.echo(f"wrote {out}")
     # the search's own genome: its co-evolved prompt with it
     prompt = ex.export_prompt(prompt_file(run, "hyper-es+prompt"), out) if genome is None and not weights else None
     if prompt:
         typer.echo(f"wrote {prompt} (the co-evolved prompt the search scored this genome with)")
+
+
+def _svd_line(errors, rank: int) -> None:
+    typer.echo(f"rank {rank}: the adapter is {errors.whole:.2%} off the merged update (per module: max "
+               f"{max(errors.values(), default=0.0):.2%})")

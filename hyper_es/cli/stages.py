@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from hyper_es.errors import HyperESError
 from hyper_es.cli.app import RecipeBackend, _backend, _fail, _ints, _writable, command, logger
 
 
@@ -24,8 +25,11 @@ def check(
                                        "instead; a recipe that does not fit is refused (exit 2)")] = False,
     device_memory: Annotated[str, typer.Option(help="--plan: the GPU's memory, e.g. 80GiB, 40GiB")] = "80GiB",
     prompt_tokens: Annotated[int, typer.Option(help="--plan: the longest prompt a GRPO micro-batch holds")] = 512,
+    print_recipe: Annotated[bool, typer.Option("--print", help="also print the recipe resolved (every default "
+                                               "filled in), as YAML")] = False,
 ) -> None:
-    """Validate a recipe (schema, model, tasks' data, gradient jobs) and print it resolved (defaults filled in)."""
+    """Validate a recipe (schema, model, tasks' data, gradient jobs or given directions) and summarise what it will
+    run: model, tasks and their rows, directions, genome size, and at most how many tokens each stage generates."""
     from hyper_es import models
     from hyper_es.directions.jobs import plan_baseline, plan_directions
     from hyper_es.recipe import load_recipe
@@ -46,11 +50,17 @@ def check(
     if run is not None and not resolve:
         _fail("--run needs the model and the directions: drop --no-resolve")
     if not resolve:
-        typer.echo(rec.to_yaml())
+        typer.echo(rec.to_yaml() if print_recipe else f"recipe {rec.name}: the schema and the gradient jobs are valid "
+                   f"(--print shows it resolved; without --no-resolve the model and data are checked too)")
         return
+    from hyper_es.cli.summary import summary_lines
+
     models.resolve(rec.model.name, revision=rec.model.revision)
     stats = {cfg.name: Task(cfg, rec.base_dir).split_stats() for cfg in rec.tasks}  # loads every split
-    typer.echo(rec.to_yaml())
+    for line in summary_lines(rec, stats):
+        typer.echo(line)
+    if print_recipe:
+        typer.echo(rec.to_yaml())
     for name, st in stats.items():
         splits = ", ".join(f"{s} {v['distinct']:,} distinct of {v['rows']:,}" for s, v in st["splits"].items())
         shared = ", ".join(f"{k} {v}" for k, v in st["overlap"].items())
@@ -244,7 +254,13 @@ def eval_cmd(
         from hyper_es.models import check_adapter, with_adapter
 
         if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
+            from hyper_es.directions import DirectionSet
+
             check_adapter(adapter, model)  # (with_adapter checks it on the other path)
+            try:  # its shapes against the base, before an engine starts
+                DirectionSet.from_adapters(model, [adapter])
+            except HyperESError as exc:
+                _fail(f"--adapter {adapter}: not an adapter of {model} ({exc})")
             kw["adapter"] = adapter  # served as a LoRA: merged into 16-bit weights, the update would round away
         else:  # fp32 (exact) or HF: merged into the weights
             kw.pop("revision", None)

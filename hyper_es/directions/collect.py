@@ -1,6 +1,6 @@
 """Gradient stage: run the planned GRPO-LoRA jobs (directions/train.py, locally or as Ray tasks in
 directions/ray_jobs.py); each finished job is one direction on disk, RUN/directions/<name>/ (PEFT adapter +
-manifest.json)."""
+manifest.json). Directions the recipe names (`directions:`) are imported instead (directions/imported.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from hyper_es.directions.difficulty import difficulty_path
+from hyper_es.directions.imported import import_directions
 from hyper_es.directions.jobs import plan_baseline, plan_directions
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.directions.train import run_job
@@ -44,7 +45,7 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
             except (ValidationError, ValueError, TypeError):
                 return old.get(key)
 
-        changed = [k for k in ("model", "tasks", "gradient") if today(k) != new.get(k)]
+        changed = [k for k in ("model", "tasks", "gradient", "directions") if today(k) != new.get(k)]
         if changed:
             raise HyperESError(f"{run_dir} was started with a different recipe ({', '.join(changed)} differ); "
                                f"use a new --out or the recipe in {path}")
@@ -65,7 +66,9 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
     run_dir = Path(run_dir)
     prepare_run_dir(recipe, run_dir)
     snapshots = recipe.gradient.directions_from == "snapshots"  # the directions come from the baseline's run
-    plan = (plan_directions(recipe) if directions and not snapshots else []) + (
+    given = directions and recipe.directions is not None  # the recipe names them: imported, not trained
+    imported = import_directions(recipe, run_dir) if given else []
+    plan = (plan_directions(recipe) if directions and not snapshots and not given else []) + (
         [plan_baseline(recipe)] if baseline or (directions and snapshots) else [])
     base_hash = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
     done, pending = [], []
@@ -94,4 +97,12 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
         from hyper_es.directions.snapshots import derive_directions
 
         done = derive_directions(recipe, run_dir) + (done if baseline else [])
-    return done
+    return imported + done
+
+
+def prepare_search(recipe: Recipe, run_dir: str | Path) -> None:
+    """Before a search: RUN/recipe.yaml written (or checked against), and the directions the recipe names imported
+    (trained ones come from `collect`)."""
+    prepare_run_dir(recipe, Path(run_dir))
+    if recipe.directions is not None:
+        import_directions(recipe, Path(run_dir))

@@ -8,6 +8,7 @@ from hyper_es.errors import DataError
 from hyper_es.io import read_json
 
 MANIFEST = "manifest.json"
+SOURCE = "source.json"  # an imported direction's provenance (directions/imported.py), in place of a manifest
 REQUIRED = ("name", "job", "base", "optimizer_steps", "completions", "tokens", "reward_curve", "wall_seconds")
 
 
@@ -26,14 +27,30 @@ def read_manifest(folder: Path) -> dict | None:
     return m
 
 
+def read_record(folder: Path) -> dict | None:
+    """A finished direction's record: a trained job's manifest, or an imported direction's provenance, read as a
+    direction that cost this run nothing (0 steps, tokens and seconds; `imported` says where it came from)."""
+    manifest = read_manifest(folder)
+    path = Path(folder) / SOURCE
+    if manifest is not None or not path.is_file():
+        return manifest
+    fix = f"delete the folder {Path(folder).name} to import it again"
+    s = read_json(path, fix)
+    if not (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("imported"), dict)
+            and isinstance(s.get("base"), dict) and {"name", "sha256"} <= set(s["base"])):
+        raise DataError(f"{path}: not a complete import record (name, base.name/base.sha256, imported); {fix}")
+    return {**s, "job": None, "optimizer_steps": 0, "completions": 0, "tokens": 0, "reward_curve": [],
+            "wall_seconds": 0.0}
+
+
 def finished_jobs(run_dir: Path, *, include_baseline: bool = False) -> list[tuple[Path, dict]]:
-    """(folder, manifest) of every finished job under run_dir/directions, sorted by name."""
+    """(folder, record) of every finished direction under run_dir/directions (trained or imported), by name."""
     root = Path(run_dir) / "directions"
     out = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         if folder.name.startswith("."):
             continue  # work folders of unfinished jobs
-        m = read_manifest(folder)
+        m = read_record(folder)
         if m and (include_baseline or not m.get("baseline")):
             out.append((folder, m))
     return out

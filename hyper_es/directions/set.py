@@ -39,7 +39,12 @@ class DirectionSet:
     @classmethod
     def from_adapters(cls, base: str | Path, adapters: list[str | Path], names: list[str] | None = None):
         """From PEFT LoRA adapter folders."""
+        if isinstance(adapters, (str, Path)):
+            raise DataError(f"adapters: expected a list of PEFT adapter folders, got one path ({adapters}); "
+                            f"write adapters=[{str(adapters)!r}]")
         names = names or [None] * len(adapters)
+        if len(names) != len(adapters):
+            raise DataError(f"names: {len(names)} given for {len(adapters)} adapters; expected one per adapter")
         return cls(base, [read_adapter(Path(a), n) for a, n in zip(adapters, names, strict=True)])
 
     @classmethod
@@ -73,13 +78,14 @@ class DirectionSet:
 
         jobs = finished_jobs(Path(run_dir), include_baseline=include_baseline)
         if not jobs:
-            raise DataError(f"{run_dir}: no finished directions under directions/")
+            raise DataError(f"{run_dir}: no finished directions under directions/; run `hyper-es collect` on it first, "
+                            f"or name existing adapters in the recipe's directions: section (docs/recipes.md)")
         bases = {m["base"]["name"] for _, m in jobs}
         if len(bases) != 1:
             raise DataError(f"{run_dir}: directions were trained on different bases: {sorted(bases)}")
         dirs = []
         for folder, manifest in jobs:
-            d = read_adapter(folder, manifest["name"])
+            d = load_direction(folder, manifest["name"])
             d.meta.update(base_hash=manifest["base"]["sha256"], manifest=manifest)
             dirs.append(d)
         return cls(bases.pop(), dirs)
@@ -142,6 +148,11 @@ class DirectionSet:
                     raise DataError(f"{where}: tensor '{t}' has shape {list(part.shape)} but the base has "
                                     f"{list(self.base_shapes[t])}")
 
+    def zero_directions(self) -> list[str]:
+        """Names of the directions whose ΔW is exactly 0 in every tensor (a LoRA with A or B all zero, e.g. a job
+        whose rewards never varied, so GRPO's advantages were 0): their coefficients cannot change the model."""
+        return [d.name for d in self.directions if d.is_zero()]
+
     def geometry(self) -> dict:
         from hyper_es.directions.geometry import geometry
 
@@ -182,6 +193,16 @@ class DirectionSet:
                             if p["kind"] == "lora" else Dense(tensors[f"{k}/{t}/dense"]))
             dirs.append(Direction(entry["name"], parts, origin=entry["origin"], meta=entry["meta"]))
         return cls(index["base"], dirs, validate=validate)
+
+
+def load_direction(folder: Path, name: str) -> Direction:
+    """One direction stored in a run folder: a PEFT adapter (a trained job, an imported adapter) or a one-direction
+    saved set (imported from a DirectionSet)."""
+    folder = Path(folder)
+    if (folder / SET_INDEX).is_file():
+        d = DirectionSet.load(folder, validate=False).directions[0]
+        return Direction(name, d.parts, origin=d.origin, meta=dict(d.meta))
+    return read_adapter(folder, name)
 
 
 def _jsonable(meta: dict) -> dict:

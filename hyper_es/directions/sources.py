@@ -78,6 +78,16 @@ class Direction:
     def delta(self, tensor: str, dtype: torch.dtype = torch.float32, device="cpu") -> torch.Tensor:
         return self.parts[tensor].delta(dtype, device)
 
+    def is_zero(self) -> bool:
+        """ΔW is exactly 0 in every tensor (LoRA: A or B all zero; a checkpoint difference is read to tell)."""
+        for t, part in self.parts.items():
+            if isinstance(part, LoraFactors):
+                if part.A.any() and part.B.any():
+                    return False
+            elif self.delta(t).any():
+                return False
+        return True
+
 
 def _pattern_value(module: str, patterns: dict[str, float], default: float) -> float:
     """PEFT's rank_pattern / alpha_pattern: a key matches a module name by full-suffix regex."""

@@ -32,7 +32,8 @@ from hyper_es.directions.jobs import SNAPSHOTS
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import EvalJob, evaluate_tasks
-from hyper_es.directions.manifest import read_manifest
+from hyper_es.directions.manifest import read_manifest, read_record
+from hyper_es.directions.set import load_direction
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
 from hyper_es.recipe import Recipe
@@ -67,8 +68,9 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
     only the manifests (the set is None): enough to plan the rows."""
     from hyper_es.directions.manifest import finished_jobs
 
-    jobs = [Path(f) for f, _ in finished_jobs(run_dir)]
-    folders, names = list(jobs), [read_manifest(f)["name"] for f in jobs]
+    found = finished_jobs(run_dir)
+    jobs = [Path(f) for f, _ in found]
+    folders, names = list(jobs), [m["name"] for _, m in found]
     baseline = run_dir / "directions" / "baseline"
     snapshots = {}
     if (baseline / "manifest.json").is_file():
@@ -78,12 +80,12 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
             snapshots[int(snap.name[5:])] = snap
             folders.append(snap)
             names.append(f"baseline@{snap.name[5:]}")
-    bases = {read_manifest(f)["base"]["name"] for f in [*jobs, baseline] if read_manifest(f) is not None}
+    bases = {m["base"]["name"] for m in [*(m for _, m in found), read_manifest(baseline)] if m is not None}
     if len(bases) != 1:
         raise DataError(f"{run_dir}: expected finished jobs on one base under directions/, found bases {sorted(bases)}")
     if not load:
         return None, names[:len(jobs)], snapshots
-    ds = DirectionSet.from_adapters(bases.pop(), folders, names)
+    ds = DirectionSet(bases.pop(), [load_direction(f, n) for f, n in zip(folders, names)])
     if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
         from hyper_es.directions.sources import Dense, Direction
         from hyper_es.es.delta import es_delta
@@ -100,7 +102,7 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
-    manifests = {n: read_manifest(run_dir / "directions" / n) for n in search_names}
+    manifests = {n: read_record(run_dir / "directions" / n) for n in search_names}
     total = sum(m["optimizer_steps"] for m in manifests.values())
     rows = [Row("base", "base", steps=0)]
     # A snapshot increment alone is not a model anyone trained (and the first one is a baseline snapshot): skipped.

@@ -10,6 +10,7 @@ and on every machine (mergekit draws new masks on each call).
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -20,6 +21,8 @@ from hyper_es import architectures
 from hyper_es.errors import HyperESError
 from hyper_es.merging.genome import Genome
 from hyper_es.merging.methods import METHODS
+
+logger = logging.getLogger(__name__)
 
 
 
@@ -203,12 +206,29 @@ class MergePlan:
         return out
 
 
+_SAID: set[str] = set()
+
+
+def _say_once(msg: str) -> None:
+    if msg not in _SAID:
+        _SAID.add(msg)
+        logger.info(msg)
+
+
 def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
                per_direction_density: bool = False, per_layer_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
     """A genome for this DirectionSet: the family and its number of layers read from the base config."""
     arch = architectures.for_model(ds.base_path)
     layers = arch.num_layers(architectures.load_config(ds.base_path))
-    return Genome.for_tensors(ds.names, ds.tensor_names(), layers, architecture=arch.name,
+    tensors = ds.tensor_names()
+    touched = {arch.module_group(t) for t in tensors if arch.layer_index(t) is not None}
+    modules = (tuple(m for m in architectures.MODULE_GROUPS if m in touched) if module_groups else ()) or \
+        architectures.MODULE_GROUPS
+    if modules != architectures.MODULE_GROUPS:
+        _say_once(f"module group{'s' * (len(architectures.MODULE_GROUPS) - len(modules) > 1)} "
+                  f"{', '.join(m for m in architectures.MODULE_GROUPS if m not in modules)}: no tensor the directions "
+                  f"change, so the genome has no genes for it ({', '.join(modules)} only)")
+    return Genome.for_tensors(ds.names, tensors, layers, architecture=arch.name, modules=modules,
                               layer_group_size=layer_group_size, module_groups=module_groups,
                               per_direction_density=per_direction_density, per_layer_density=per_layer_density,
                               bounds=tuple(bounds))
@@ -227,14 +247,21 @@ def merge(base_state_dict: Mapping[str, torch.Tensor], directions, coefficients,
           normalize: bool = False, lam: float = 1.0, genome: Genome | None = None) -> dict:
     """Merge a DirectionSet into a base state dict.
 
-    `coefficients`: a genome vector (with `genome`, or a per-layer genome built from the set), or
-    {direction: float} for one global weight per direction. Works tensor by tensor (never K full models).
+    `coefficients`: {direction: float} or a list of K floats (one global weight per direction), or a genome vector
+    (with `genome`, or of the per-layer genome built from the set). Works tensor by tensor (never K full models).
     """
     settings = MergeSettings(method, density, rescale, consensus, normalize, lam, seed)
     if isinstance(coefficients, Mapping):
         genome, x = global_weights(directions, coefficients)
     else:
-        genome = genome or genome_for(directions)
-        x = coefficients
+        x = np.asarray(coefficients, dtype=np.float64).reshape(-1)
+        if genome is None:  # (a genome given checks the vector itself)
+            genome = genome_for(directions)
+            if x.size == len(directions) != genome.size:  # one weight per direction
+                genome, x = global_weights(directions, dict(zip(directions.names, x.tolist())))
+            elif x.size != genome.size:
+                raise HyperESError(f"coefficients: {x.size} values; expected {len(directions)} (one weight per "
+                                   f"direction: {', '.join(directions.names)}) or {genome.size} (the layer-wise "
+                                   f"genome: {len(genome.layer_groups)} layer groups × {len(directions)} directions)")
     plan = MergePlan(directions, genome, settings, prepare=False)
     return plan.apply(base_state_dict, x)

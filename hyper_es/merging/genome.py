@@ -31,12 +31,15 @@ class Genome:
     bounds: tuple[float, float] = (-1.0, 2.0)
     density_bounds: tuple[float, float] = (0.05, 1.0)
     architecture: str = "llama"  # the family in hyper_es/architectures (tensor naming: layers, module groups)
+    modules: tuple[str, ...] = MODULE_GROUPS  # module_groups: the groups with genes (those the directions touch)
 
     def __post_init__(self):
         if not self.directions or self.num_layers < 1 or self.layer_group_size < 1:
             raise HyperESError("a genome needs ≥1 direction, ≥1 layer and layer_group_size ≥ 1")
         if self.per_direction_density and self.per_layer_density:
             raise HyperESError("per_direction_density and per_layer_density: choose one density layout")
+        if not self.modules or set(self.modules) - set(MODULE_GROUPS):
+            raise HyperESError(f"modules: expected some of {', '.join(MODULE_GROUPS)}, got {list(self.modules)}")
         self.arch  # noqa: B018 - an unknown family fails here, with the table's error
 
     @property
@@ -64,8 +67,11 @@ class Genome:
 
     @property
     def keys(self) -> list[tuple[str, str, str]]:
-        mods = MODULE_GROUPS if self.module_groups else ("all",)
-        return [(g, d, m) for g in self.layer_groups for d in self.directions for m in mods]
+        return [(g, d, m) for g in self.layer_groups for d in self.directions for m in self.module_names]
+
+    @property
+    def module_names(self) -> tuple[str, ...]:
+        return self.modules if self.module_groups else ("all",)
 
     @property
     def density_keys(self) -> list[tuple[str, str]]:
@@ -113,7 +119,7 @@ class Genome:
     def vector(self, named: dict[tuple[str, str, str], float], densities: dict | None = None) -> np.ndarray:
         """Named coefficients {(layer group, direction, module group): value} → flat vector (all keys required).
         `densities`: {direction: d} or {(layer group, direction): d}; a density not given is 1."""
-        groups, mods = set(self.layer_groups), set(MODULE_GROUPS if self.module_groups else ("all",))
+        groups, mods = set(self.layer_groups), set(self.module_names)
         for g, d, m in named:
             if g not in groups:
                 raise HyperESError(f"unknown layer group '{g}'; expected one of: {', '.join(self.layer_groups)}")
@@ -175,7 +181,7 @@ class Genome:
     # --- presentation -----------------------------------------------------------------------------------------
     def table(self, x) -> str:
         coef = self.coefficients(x)
-        mods = MODULE_GROUPS if self.module_groups else ("all",)
+        mods = self.module_names
         cols = [f"{d}/{m}" if self.module_groups else d for d in self.directions for m in mods]
         lines = ["group".ljust(10) + "".join(c.rjust(14) for c in cols)]
         for g in self.layer_groups:
@@ -192,6 +198,10 @@ class Genome:
         data = {"genome": {**asdict(self), "directions": list(self.directions)}}
         if not self.per_layer_density:  # genomes written before it existed read the same
             del data["genome"]["per_layer_density"]
+        if self.modules == MODULE_GROUPS or not self.module_groups:  # genomes written before it read the same
+            del data["genome"]["modules"]
+        else:
+            data["genome"]["modules"] = list(self.modules)
         if x is not None:
             data["values"] = {"/".join(k): v for k, v in self.coefficients(x).items()}
             if self.per_direction_density:
@@ -211,7 +221,8 @@ class Genome:
         try:
             g = data["genome"]
             genome = cls(**{**g, "directions": tuple(g["directions"]), "bounds": tuple(g["bounds"]),
-                            "density_bounds": tuple(g["density_bounds"])})
+                            "density_bounds": tuple(g["density_bounds"]),
+                            "modules": tuple(g.get("modules", MODULE_GROUPS))})
             if "values" not in data:
                 return genome, None
             named = {tuple(k.split("/")): v for k, v in data["values"].items()}

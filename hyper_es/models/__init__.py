@@ -113,6 +113,12 @@ def load(name: str, *, dtype: str = "float32", revision: str | None = None, trus
     return model, tok
 
 
+def names_base(named: str | None, name: str) -> bool:
+    """Whether an adapter config's `base_model_name_or_path` names the model `name` (a hub id or a folder of it; an
+    unnamed base is taken as this one)."""
+    return not named or Path(str(named)).name in (Path(name).name, resolve(name).name)
+
+
 def check_adapter(adapter: str | Path, name: str) -> tuple[Path, Path]:
     """A PEFT adapter folder's config and weights (one line naming what is missing); logs once when its config names
     a base other than `name` (an adapter of the same shapes loads silently otherwise)."""
@@ -127,7 +133,7 @@ def check_adapter(adapter: str | Path, name: str) -> tuple[Path, Path]:
         named = json.loads(config.read_text()).get("base_model_name_or_path")
     except (OSError, ValueError, AttributeError):
         raise ModelNotFoundError(f"{config}: not a JSON object (expected a PEFT adapter config)") from None
-    if named and Path(str(named)).name not in (Path(name).name, resolve(name).name):
+    if not names_base(named, name):
         logger.warning("adapter %s: its config names the base %s, not %s; the shapes fit, so it is used as given",
                        adapter, named, name)
     return config, weights

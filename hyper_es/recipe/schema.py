@@ -9,6 +9,7 @@ import yaml
 from pydantic import Field, PrivateAttr, model_validator
 
 from hyper_es.recipe.data import TaskConfig
+from hyper_es.recipe.directions import DirectionsConfig
 from hyper_es.recipe.fields import PosInt, Strict
 from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, SearchConfig
 from hyper_es.recipe.serve import ServeConfig
@@ -20,6 +21,8 @@ class Recipe(Strict):
     model: ModelConfig
     tasks: list[TaskConfig] = Field(min_length=1)
     gradient: GradientConfig = Field(default_factory=GradientConfig)
+    directions: DirectionsConfig | None = Field(
+        None, description="search directions that exist already (adapters or a saved set) instead of training them")
     merge: MergeConfig = Field(default_factory=MergeConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -59,6 +62,11 @@ class Recipe(Strict):
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")
+        if self.directions and self.method == "es":
+            raise ValueError("@directions: method: es searches no directions; expected method: hyper-es")
+        if self.directions and self.gradient.directions_from == "snapshots":
+            raise ValueError("@directions: the directions are given, so gradient.directions_from: snapshots makes "
+                             "none; expected directions_from: jobs")
         g, trained = self.gradient, self.training_task_names()
         if "task" in g.vary and trained and g.directions % len(trained):
             raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "

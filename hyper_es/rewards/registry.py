@@ -13,6 +13,8 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
+from hyper_es.errors import ConfigError
+
 __all__ = ["Reward", "failures", "get", "names", "register", "safe_reward"]
 
 Reward = Callable[[str, Any], float]
@@ -54,7 +56,7 @@ def names() -> list[str]:
 def get(name: str) -> Reward:
     """The reward registered under ``name``, or a user callable given as ``"package.module:function"``.
 
-    ``ValueError`` if unknown or not importable.
+    ``ConfigError`` (a ``HyperESError`` and a ``ValueError``) if unknown or not importable.
     """
     if isinstance(name, str) and ":" in name:
         with _LOCK:
@@ -64,7 +66,7 @@ def get(name: str) -> Reward:
             return _IMPORTED[name]
     fn = _REGISTRY.get(name) if isinstance(name, str) else None
     if fn is None:
-        raise ValueError(
+        raise ConfigError(
             f"unknown reward {name!r}; expected one of: {', '.join(names())} (or 'package.module:function')"
         )
     return fn
@@ -77,9 +79,9 @@ def _import(spec: str) -> Reward:
     try:
         fn = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"reward {spec!r} could not be imported: {exc}") from None
+        raise ConfigError(f"reward {spec!r} could not be imported: {exc}") from None
     if not callable(fn):
-        raise ValueError(f"reward {spec!r} is not callable")
+        raise ConfigError(f"reward {spec!r} is not callable")
     return fn
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 
 from hyper_es.directions.difficulty import difficulty_path
-from hyper_es.directions.manifest import read_manifest
+from hyper_es.directions.manifest import read_manifest, read_record
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
@@ -31,7 +31,7 @@ class RowKind:
 
 def jobs_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
     """(optimizer steps, generated training tokens, wall seconds) summed over gradient-stage jobs."""
-    ms = [read_manifest(run_dir / "directions" / n) for n in names]
+    ms = [read_record(run_dir / "directions" / n) for n in names]  # an imported direction cost this run nothing
     return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
 
 

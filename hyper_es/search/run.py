@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hyper_es.directions import DirectionSet
+from hyper_es.directions.collect import prepare_search
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
@@ -41,13 +42,17 @@ def cma_popsize(n: int) -> int:
     return 4 + int(3 * math.log(n))
 
 
-def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True) -> dict:
+def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, score_test: bool = True,
+           reward=None) -> dict:
     """Run (or resume) the search in RUN/search/; returns the result written to RUN/search/result.json.
 
-    `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there)."""
+    `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there).
+    `reward`: a callable `(completion, reference) -> float` in place of every searched task's own (fitness,
+    validation and test; `search.reward` still replaces it for fitness), in this process (the Python API's)."""
     run_dir = Path(run_dir)
     out = run_dir / "search"
     backend = backend or recipe.eval.backend
+    prepare_search(recipe, run_dir)  # RUN/recipe.yaml, and the directions the recipe names
     recipe = proposed(recipe, run_dir, backend)  # co-evolution's template rewrites, if asked for: before the engine
     s, m = recipe.search, recipe.merge
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
@@ -55,8 +60,23 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
     if Path(ds.base_path).resolve() != Path(base).resolve():
         raise DataError(f"{run_dir}/directions: trained on '{ds.base}', but the recipe's model.name is "
                         f"'{recipe.model.name}'")
+    zero = ds.zero_directions()
+    if len(zero) == len(ds):
+        raise DataError(f"{run_dir}/directions: every direction is 0 in every tensor, so no merge of them changes the "
+                        f"model (their jobs' rewards never varied: GRPO's advantages were 0); train them with a "
+                        f"reward the base can earn (gradient.rewards), or name other adapters")
     genome, settings = recipe_genome(recipe, ds)
+    if zero:
+        logger.warning("direction%s %s: ΔW is 0 in every tensor (the job's rewards never varied), so %d of the "
+                       "genome's %d genes cannot change the model", "s" * (len(zero) > 1), ", ".join(zero),
+                       sum(k[1] in zero for k in genome.keys), genome.size)
     tasks, fit_pool, val = fitness_splits(recipe)
+    if reward is not None:
+        if recipe.executor.kind == "ray":
+            raise DataError("a reward callable scores in this process only; with executor.kind: ray name a reward "
+                            "the actors can import ('package.module:function') in the tasks")
+        for t in tasks:
+            t.reward = rewards.safe_reward(reward, name=getattr(reward, "__qualname__", None))
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
 
     if (out / CHECKPOINT).is_file():

@@ -1,0 +1,303 @@
+"""Your own adapters, end to end: three LoRA adapters made with PEFT alone → a recipe naming them (or one API call)
+→ a search killed after its first generation and resumed → exports reloaded in transformers; and every bad input of
+that path is one line (exit 2) or one HyperESError."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import hyper_es as hx
+
+TASK = {"name": "chain_sum", "val": {"source": "reasoning_gym", "dataset": "chain_sum", "size": 16, "seed": 500000},
+        "test": {"source": "builtin", "name": "chain_sum_test", "limit": 8},
+        "prompt": {"template": "{question}\nGive the final answer in \\boxed{{}}."}, "reward": "numeric",
+        "max_tokens": 8}
+SEARCH = {"popsize": 4, "max_generations": 3, "minibatch": 8, "val_size": 8, "scale_scan": [0.5, 1.0],
+          "reward": "numeric_partial"}
+SHAPES = [(2, ["q_proj"]), (4, ["q_proj", "v_proj"]), (2, ["up_proj"])]  # mixed ranks and targets: Σ r = 8
+
+
+def make_adapters(root: Path, base: str | None = None) -> list[Path]:
+    """Three trained-looking LoRA adapters of the tiny model, made with PEFT alone (random A and B)."""
+    import peft
+
+    from hyper_es import models
+
+    out = []
+    for i, (r, targets) in enumerate(SHAPES):
+        torch.manual_seed(i)
+        model = peft.get_peft_model(models.load("tiny-random")[0], peft.LoraConfig(
+            r=r, lora_alpha=2 * r, target_modules=targets, init_lora_weights=False))
+        model.save_pretrained(str(root / f"a{i}"))
+        if base:
+            cfg = json.loads((root / f"a{i}" / "adapter_config.json").read_text())
+            (root / f"a{i}" / "adapter_config.json").write_text(json.dumps({**cfg, "base_model_name_or_path": base}))
+        out.append(root / f"a{i}")
+    return out
+
+
+def write_recipe(root: Path, **directions) -> Path:
+    recipe = {"name": "own", "model": {"name": "tiny-random", "max_model_len": 512}, "tasks": [TASK],
+              "directions": {"adapters": ["adapters/a0", {"path": "adapters/a1", "name": "wide"}, "adapters/a2"],
+                             **directions},
+              "merge": {"method": "task_arithmetic"}, "search": SEARCH, "eval": {"backend": "hf", "limit": 8}}
+    path = root / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    return path
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.fixture
+def kill_after_first_generation(monkeypatch):
+    """The search dies right after generation 1 is checkpointed (as a kill between generations would leave it)."""
+    from hyper_es.search.driver import CMASearch
+
+    tell = CMASearch.tell
+
+    def dying(self, *a, **kw):
+        record = tell(self, *a, **kw)
+        if self.state.generation == 1:
+            raise Killed
+        return record
+
+    monkeypatch.setattr(CMASearch, "tell", dying)
+    return lambda: monkeypatch.setattr(CMASearch, "tell", tell)
+
+
+def reloaded_equal(hf_folder: Path, peft_folder: Path, want: dict) -> None:
+    """The hf export loads in transformers and holds `want`; the PEFT adapter, merged by PEFT, gives the same."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(hf_folder, dtype=torch.float32).state_dict()
+    base = AutoModelForCausalLM.from_pretrained(_base(), dtype=torch.float32)
+    lora = PeftModel.from_pretrained(base, str(peft_folder)).merge_and_unload().state_dict()
+    for t, w in want.items():
+        torch.testing.assert_close(hf[t], w, rtol=0, atol=1e-6)
+        torch.testing.assert_close(lora[t], w, rtol=0, atol=1e-5)  # task arithmetic at rank 16 ≥ Σ r = 8: exact
+
+
+def _base() -> str:
+    from hyper_es import models
+
+    return str(models.resolve("tiny-random"))
+
+
+def merged(ds, genome, x) -> dict:
+    from safetensors.torch import load_file
+
+    from hyper_es.merging import MergePlan, MergeSettings
+
+    sd = load_file(str(ds.base_path / "model.safetensors"))
+    return MergePlan(ds, genome, MergeSettings(method="task_arithmetic")).apply(sd, x)
+
+
+def test_a_recipe_naming_peft_adapters_searches_resumes_and_exports(cli, tmp_path, kill_after_first_generation,
+                                                                    caplog):
+    make_adapters(tmp_path / "adapters")
+    recipe, run = write_recipe(tmp_path), tmp_path / "RUN"
+    summary = cli("check", recipe)
+    assert summary.exit_code == 0 and "directions: 3 given (a0, wide, a2)" in summary.stdout
+    assert "genome 12 genes" in summary.stdout and "generated tokens at most" in summary.stdout
+    with pytest.raises(Killed):
+        from hyper_es.recipe import load_recipe
+        from hyper_es.search.run import search
+
+        search(load_recipe(recipe), run, backend="hf")
+    assert json.loads((run / "search" / "checkpoint.json").read_text())["generation"] == 1
+    kill_after_first_generation()  # the fixture's undo: the re-run lives
+    caplog.set_level("INFO")
+    res = cli("search", recipe, "--out", run)
+    assert res.exit_code == 0, res.output
+    assert "resuming search at generation 1" in caplog.text
+    result = json.loads((run / "search" / "result.json").read_text())
+    assert result["generations"] == 3 and len((run / "search" / "generations.jsonl").read_text().splitlines()) == 3
+    # imported with their provenance, not a training manifest; the run folder no longer needs the originals
+    src = json.loads((run / "directions" / "wide" / "source.json").read_text())
+    assert src["imported"]["kind"] == "peft-adapter" and len(src["imported"]["sha256"]) == 2
+    assert not (run / "directions" / "wide" / "manifest.json").exists() and (run / "recipe.yaml").is_file()
+    (tmp_path / "adapters").rename(tmp_path / "moved")
+    ds = hx.DirectionSet.from_run(run)
+    assert ds.names == ["a0", "a2", "wide"] and not ds.zero_directions()
+    for fmt in ("hf", "peft"):
+        res = cli("export", run, "--format", fmt, "--out", tmp_path / fmt)
+        assert res.exit_code == 0, res.output
+    assert "0.00% off the merged update" in res.stdout
+    genome, x = hx.Genome.from_json(run / "search" / "best.json")
+    reloaded_equal(tmp_path / "hf", tmp_path / "peft", merged(ds, genome, x))
+
+
+def test_the_same_in_one_api_call(tmp_path, kill_after_first_generation, cli):
+    folders = make_adapters(tmp_path / "adapters")
+    ds = hx.DirectionSet.from_adapters("tiny-random", folders, names=["a0", "wide", "a2"])
+    kw = dict(tasks=[TASK], out=tmp_path / "RUN", merge={"method": "task_arithmetic"}, search=SEARCH)
+    with pytest.raises(Killed):
+        hx.search_merge(ds, **kw)
+    kill_after_first_generation()
+    res = hx.search_merge(ds, **kw)
+    assert res.result["generations"] == 3 and len(res.history) == 3 and set(res.rows) >= {"base", "x0", "hyper-es"}
+    assert res.result["guard"]["kept"] in ("x0", "search") and (tmp_path / "RUN" / "search" / "best.json").is_file()
+    assert res.x.shape == (res.genome.size,) and res.genome.directions == ("a0", "a2", "wide")
+    res.export_hf(tmp_path / "hf")
+    errors = res.export_peft(tmp_path / "peft")
+    assert errors.whole < 1e-5
+    reloaded_equal(tmp_path / "hf", tmp_path / "peft", merged(res.directions, res.genome, res.x))
+    again = hx.search_merge(ds, **kw)  # finished: read back, not searched again
+    assert np.array_equal(again.x, res.x)
+    assert cli("export", tmp_path / "RUN", "--format", "mergekit", "--out", tmp_path / "m.yaml").exit_code == 0
+
+
+def test_a_run_on_given_adapters_without_a_baseline_reports_against_the_base(cli, tmp_path):
+    make_adapters(tmp_path / "adapters")
+    recipe = write_recipe(tmp_path)
+    res = cli("run", recipe, "--out", tmp_path / "RUN")
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "RUN" / "report.json").read_text())
+    names = [r["name"] for r in report["rows"]]
+    assert {"base", "a0", "wide", "a2", "uniform", "hyper-es"} <= set(names) and "baseline" not in names
+    assert all(r["optimizer_steps"] == 0 for r in report["rows"] if r["name"] in ("a0", "wide", "a2"))
+    assert "Δ base" in res.stdout and report["baseline_best"] is None
+
+
+@pytest.fixture(scope="module")
+def api_run(tmp_path_factory):
+    """A finished one-generation search over three PEFT adapters, made by the API (a run folder for `export`)."""
+    root = tmp_path_factory.mktemp("api_run")
+    folders = make_adapters(root / "adapters")
+    ds = hx.DirectionSet.from_adapters("tiny-random", folders)
+    hx.search_merge(ds, tasks=[TASK], out=root / "RUN", merge={"method": "dare_ties"},
+                    search={**SEARCH, "max_generations": 1, "scale_scan": None})
+    return root
+
+
+def _cli_case(case: str, root: Path, tmp: Path) -> tuple[list, Path | None]:
+    """(hyper-es arguments, a path that must be left as it was or not created)."""
+    run, taken = root / "RUN", tmp / "taken"
+    if case.startswith("eval"):
+        args = ["eval", "--model", "tiny-random", "--task", "chain_sum", "--backend", "hf", "--limit", "1"]
+        if case.startswith("eval --adapter of another base's shapes"):
+            from tests.test_cli_errors import _adapter
+
+            served = ["--backend", "vllm"] if "vLLM" in case else []  # checked before an engine starts
+            return [*args, *served, "--adapter", _adapter(tmp / "wide", widen=True)], None
+        if case == "eval --adapter without adapter_config.json":
+            (tmp / "bare").mkdir()
+            (tmp / "bare" / "adapter_model.safetensors").write_bytes(b"")
+            return [*args, "--adapter", tmp / "bare"], None
+        taken.mkdir()
+        return [*args, "--out", taken], taken
+    if case == "a recipe's adapter config names another base":
+        make_adapters(tmp / "adapters", base="Qwen/Qwen2.5-0.5B")
+        return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
+    if case == "a recipe's adapter is all zero":
+        import peft
+
+        from hyper_es import models
+
+        make_adapters(tmp / "adapters")
+        peft.get_peft_model(models.load("tiny-random")[0], peft.LoraConfig(r=2, target_modules=["q_proj"])
+                            ).save_pretrained(str(tmp / "adapters" / "a2"))  # saved untrained: B = 0
+        return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
+    if case.startswith(("collect", "run", "search")):
+        taken.write_text("mine")
+        make_adapters(tmp / "adapters")
+        return [case.split()[0], write_recipe(tmp), "--out", taken], taken
+    if case.startswith("export --format"):
+        fmt = case.split()[2]
+        if fmt == "hf" or case.endswith("FILE"):
+            taken.write_text("mine")
+            return ["export", run, "--format", fmt, "--out", taken], taken
+        return ["export", run, "--format", "peft", "--rank", "1", "--out", tmp / "lossy"], tmp / "lossy"
+    if case == "export --genome for other directions":
+        genome = tmp / "g.json"
+        genome.write_text((root / "RUN" / "search" / "best.json").read_text().replace('"a0"', '"zz"').replace(
+            "/a0/", "/zz/"))
+        return ["export", run, "--format", "hf", "--genome", genome, "--out", tmp / "out"], tmp / "out"
+    assert case == "export --genome of a missing file"
+    return ["export", run, "--format", "hf", "--genome", tmp / "nope.json", "--out", tmp / "out"], tmp / "out"
+
+
+CLI_CASES = ["eval --adapter of another base's shapes", "eval --adapter of another base's shapes, served by vLLM",
+             "eval --adapter without adapter_config.json",
+             "a recipe's adapter config names another base", "a recipe's adapter is all zero",
+             "collect --out FILE", "run --out FILE", "search --out FILE", "export --format hf --out FILE",
+             "export --format peft --out FILE", "export --format peft above --max-error", "eval --out FOLDER",
+             "export --genome for other directions", "export --genome of a missing file"]
+
+
+@pytest.mark.parametrize("case", CLI_CASES)
+def test_every_bad_input_of_the_path_is_one_line(cli, api_run, tmp_path, case):
+    args, untouched = _cli_case(case, api_run, tmp_path)
+    before = (untouched.read_text() if untouched.is_file() else sorted(untouched.iterdir())) if (
+        untouched and untouched.exists()) else None
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.stderr
+    if untouched is not None:  # nothing written where nothing should be
+        after = (untouched.read_text() if untouched.is_file() else sorted(untouched.iterdir())) if (
+            untouched.exists()) else None
+        assert after == before, case
+    expect = {"a recipe's adapter config names another base": "directions.allow_bases",
+              "eval --adapter of another base's shapes, served by vLLM": "not an adapter of tiny-random",
+              "a recipe's adapter is all zero": "0 in every tensor",
+              "export --format peft above --max-error": "nothing written",
+              "export --genome of a missing file": "no such file"}
+    assert expect.get(case, "") in errors[0]
+
+
+def test_every_bad_input_of_the_api_is_one_hyper_es_error(api_run, tmp_path):
+    from safetensors.torch import load_file
+
+    ds = hx.DirectionSet.from_run(api_run / "RUN")
+    sd = load_file(str(ds.base_path / "model.safetensors"))
+    cases = {
+        "two global weights for three directions": lambda: hx.merge(sd, ds, [0.5, 0.5]),
+        "adapters as one string": lambda: hx.DirectionSet.from_adapters("tiny-random", str(api_run / "adapters" / "a0")),
+        "a misspelt reward": lambda: hx.rewards.get("numerc"),
+        "search over a list": lambda: hx.search_merge([ds], tasks=["chain_sum"], out=tmp_path / "x"),
+        "an unknown task": lambda: hx.search_merge(ds, tasks=["chain_summ"], out=tmp_path / "x"),
+        "a search field that does not exist": lambda: hx.search_merge(ds, tasks=[TASK], out=tmp_path / "x",
+                                                                      search={"popsiz": 4}),
+    }
+    for name, call in cases.items():
+        with pytest.raises(hx.HyperESError) as err:
+            call()
+        assert "\n" not in str(err.value).strip(), name
+    assert not (tmp_path / "x").exists()
+    k = hx.merge(sd, ds, [0.5, 0.25, 0.25])  # K values: one weight per direction
+    named = hx.merge(sd, ds, dict(zip(ds.names, [0.5, 0.25, 0.25])))
+    assert all(torch.equal(k[t], named[t]) for t in ds.tensor_names())
+
+
+def test_a_saved_set_in_a_recipe_is_imported_as_it_was_saved(cli, tmp_path):
+    """`directions: {set: FOLDER}` (a DirectionSet saved by the API, here with a dense direction beside two LoRA
+    ones): `collect` imports it without training, and the run reads the same ΔW back."""
+    folders = make_adapters(tmp_path / "adapters")
+    lora = hx.DirectionSet.from_adapters("tiny-random", folders[:2])
+    t = lora.tensor_names()[0]
+    dense = hx.DirectionSet.from_dicts("tiny-random", {"dense": {t: torch.full(lora.base_shapes[t], 1e-3)}})
+    hx.DirectionSet("tiny-random", [*lora.directions, *dense.directions]).save(tmp_path / "my_set")
+    recipe = write_recipe(tmp_path)
+    data = yaml.safe_load(recipe.read_text())
+    data["directions"] = {"set": "my_set"}
+    recipe.write_text(yaml.safe_dump(data))
+    assert "directions: 3 given (a0, a1, dense)" in cli("check", recipe).stdout
+    res = cli("collect", recipe, "--out", tmp_path / "RUN")
+    assert res.exit_code == 0, res.output
+    assert not list((tmp_path / "RUN" / "directions").glob("*/manifest.json"))  # nothing trained
+    run = hx.DirectionSet.from_run(tmp_path / "RUN")
+    assert run.names == ["a0", "a1", "dense"]
+    for k, name in enumerate(run.names):
+        want = lora if name != "dense" else dense
+        for tensor in want[name].parts:
+            assert torch.equal(run.delta(k, tensor), want.delta(name, tensor))
