@@ -23,8 +23,9 @@ def quick(recipe: Recipe) -> Recipe:
     """The recipe scaled down for a first look (minutes on a CPU): 2 directions of 1 step on batches of 2 prompts
     (the baseline keeps its rule, steps / 0.9), a 2-generation search of 4 candidates on 8 fitness prompts per task
     without the scale scan, and the final evaluation on the trained and searched tasks only (not the transfer sets)
-    with 10 test problems per task and Pass@k up to k = 4 on the first 5. Completions are capped at the gradient
-    stage's length (`max_completion_length`) everywhere. It runs alone, so torch takes every core (`threads`)."""
+    with 10 test problems per task, Pass@k up to k = 4 on the first 5, and of the baseline's snapshots only the best
+    by validation tested. Completions are capped at the gradient stage's length (`max_completion_length`)
+    everywhere. It runs alone, so torch takes every core (`threads`)."""
     import os
 
     data = recipe.model_dump(mode="json")
@@ -36,7 +37,7 @@ def quick(recipe: Recipe) -> Recipe:
     s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 8), val_size=min(s["val_size"], 8),
              rescore_top=1, max_evals=None, wall_clock_s=None, scale_scan=None)
     e.update(limit=min(e["limit"] or 10, 10), k=[k for k in e["k"] if k <= 4] or [1], n=None,
-             pass_k_limit=min(e["pass_k_limit"] or 5, 5))
+             pass_k_limit=min(e["pass_k_limit"] or 5, 5), snapshots="best")
     if max(e["k"]) < 4 and max(recipe.eval.k) >= 4:
         e["k"].append(4)
     used = set(g["tasks"] or []) | set(s["tasks"] or [])

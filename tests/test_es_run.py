@@ -83,6 +83,27 @@ def test_es_resume_by_replay_ends_identical(tmp_path):
     assert resumed["guard"]["kept"] == full["guard"]["kept"] and resumed["kept_iterations"] in (0, 3)
 
 
+@pytest.mark.parametrize("kept", ["x0", "search"])
+def test_es_keeps_what_its_guard_decides(tmp_path, monkeypatch, kept):
+    """With the guard on, the run keeps θ_0 (no iteration, a zero ES update) when the guard says so, else every
+    iteration: whichever way the guard goes, the result and the ES row follow it."""
+    from hyper_es.es.delta import es_delta
+    from hyper_es.search import es_run
+
+    real = es_run.guard_decision
+    monkeypatch.setattr(es_run, "guard_decision", lambda start, final, **kw: {**real(start, final, **kw),
+                                                                             "kept": kept})
+    recipe = _recipe(tmp_path, iterations=1)
+    recipe.search.reward = "dense_reward:length_fraction"  # a fitness that varies, so the iteration moves θ
+    assert recipe.search.guard
+    result = es_search(recipe, tmp_path / "run", *_engine(recipe))
+    assert result["guard"]["kept"] == kept and result["kept_iterations"] == (1 if kept == "search" else 0)
+    (tmp_path / "run" / "es" / "config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
+    delta, _ = es_delta(tmp_path / "run", models.resolve(recipe.model.name))
+    moved = sum(float(d.abs().sum()) for d in delta.values())
+    assert (moved > 0) == (kept == "search")
+
+
 def test_population_diversity_counts_distinct_answers_and_any_member_solves():
     from hyper_es.search.es_run import diversity
     from hyper_es.fitness import Score

@@ -110,8 +110,11 @@ def test_masks_are_deterministic_across_processes(base_sd, ds, tiny_path, tmp_pa
 def test_zero_coefficients_give_base_exactly(base_sd, ds):
     genome = genome_for(ds, layer_group_size=2, module_groups=True)
     for method in ("dare_ties", "ties", "task_arithmetic", "dare_linear"):
-        merged = hx.merge(base_sd, ds, genome.uniform(0.0), genome=genome, method=method, density=0.5)
+        density = 1.0 if method == "task_arithmetic" else 0.5  # nothing to sparsify: a density < 1 is refused
+        merged = hx.merge(base_sd, ds, genome.uniform(0.0), genome=genome, method=method, density=density)
         assert all(torch.equal(merged[t], base_sd[t]) for t in base_sd)
+    with pytest.raises(HyperESError, match="task_arithmetic keeps every entry, so density 0.5 would change nothing"):
+        hx.merge(base_sd, ds, genome.uniform(0.0), genome=genome, method="task_arithmetic", density=0.5)
 
 
 def test_single_direction_coefficient_one_is_base_plus_delta(base_sd, tiny_path, ds):

@@ -259,6 +259,7 @@ def test_quick_scales_the_recipe_down():
     assert q.gradient.batch_size == 8 == 2 * q.gradient.num_generations and q.threads == max(1, os.cpu_count() or 1)
     assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 10 and q.eval.k == [1, 4]
     assert q.search.minibatch == 8 and q.search.scale_scan is None and q.eval.pass_k_limit == 5
+    assert q.eval.snapshots == "best"  # every snapshot scored on validation, the best one tested
     assert [t.name for t in q.tasks] == ["chain_sum", "add_sub"]  # the transfer set (GSM8K) waits for a full run
     assert [t.max_tokens for t in q.tasks] == [48, 48]  # the gradient stage's completion length
     assert q.name == "smollm2-135m-quick" and q.base_dir == recipe.base_dir

@@ -29,6 +29,16 @@ def test_difference_is_exact_and_ci_matches_the_discordant_pairs():
     assert (r.high - r.low) / 2 == pytest.approx(1.96 * se, rel=0.15)
 
 
+def test_the_interval_is_95_percent():
+    """On 4,000 problems the percentile interval is the normal one, ±1.96 paired SE, to a few percent: a 90%
+    interval (±1.645 SE) is 16% narrower and fails, so does a 99% one (±2.58 SE)."""
+    a, b = discordant(4000, 600, 400, 1000)
+    r = paired_bootstrap([(a, b)], B=20_000)
+    se = np.sqrt((600 + 400) / 4000 - r.diff ** 2) / np.sqrt(4000)
+    assert (r.high - r.low) / 2 == pytest.approx(1.96 * se, rel=0.04)
+    assert (r.low + r.high) / 2 == pytest.approx(r.diff, abs=0.1 * se)
+
+
 def test_ci_shrinks_with_n_and_all_equal_is_zero():
     small = paired_bootstrap([discordant(100, 7, 2, 10)])
     large = paired_bootstrap([discordant(1000, 70, 20, 100)])

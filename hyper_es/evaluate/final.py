@@ -56,6 +56,10 @@ class Row:
     steps: int | None = None  # optimizer steps spent to make this model
     prompt: dict | None = None  # a co-evolved prompt (task -> genes: RUN/search or RUN/es prompt.json); None: own
 
+    def __post_init__(self):
+        if self.kind not in KINDS:  # a row the registry cannot cost, build or sample is a bug: fail where it is made
+            raise KeyError(f"row '{self.name}': kind '{self.kind}' is not in the row registry (rows/kinds.py)")
+
     @property
     def pass_k(self) -> bool:
         """Also sample n completions for Pass@k: the registry's word for the row's kind."""
@@ -118,7 +122,7 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
     if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
-        steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "", steps=total)]
+        steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "hyper-es", steps=total)]
                                                if r.name == start)
         name = "es" if start == "base" else f"{start}+es"
         rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))

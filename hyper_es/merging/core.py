@@ -140,6 +140,9 @@ class MergeSettings:
             raise HyperESError(f"unknown merge method '{self.method}'; expected one of: {', '.join(METHODS)}")
         if not 0 < self.density <= 1:
             raise HyperESError(f"density must be in (0, 1], got {self.density}")
+        if METHODS[self.method][0] is None and self.density < 1:
+            raise HyperESError(f"method {self.method} keeps every entry, so density {self.density:g} would change "
+                               f"nothing; expected dare_ties, dare_linear or ties, or density 1")
         if self.rescale not in ("l1", "inverse") or self.consensus not in ("sum", "count"):
             raise HyperESError(f"rescale must be l1|inverse and consensus sum|count, got {self.rescale}, "
                                f"{self.consensus}")

@@ -149,4 +149,10 @@ class MergeConfig(Strict):
     def _density_layout(self) -> MergeConfig:
         if self.per_direction_density and self.per_layer_density:
             raise ValueError("per_direction_density and per_layer_density: choose one density layout")
+        genes = "per_direction_density" if self.per_direction_density else "per_layer_density" if \
+            self.per_layer_density else None
+        if METHODS[self.method][0] is None and (genes or self.density < 1):  # nothing sparsifies: searched for nothing
+            raise ValueError(f"method {self.method} keeps every entry, so {genes or f'density {self.density:g}'} "
+                             f"would change nothing; expected a sparsifying method (dare_ties, dare_linear, ties), "
+                             f"or density 1 without density genes")
         return self

@@ -67,7 +67,8 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
                         f"reward the base can earn (gradient.rewards), or name other adapters")
     genome, settings = recipe_genome(recipe, ds)
     if zero:
-        logger.warning("direction%s %s: ΔW is 0 in every tensor (the job's rewards never varied), so %d of the "
+        logger.warning("direction%s %s: ΔW is 0 in every tensor (its training rewards never varied, so GRPO's "
+                       "advantages were 0), so %d of the "
                        "genome's %d genes cannot change the model", "s" * (len(zero) > 1), ", ".join(zero),
                        sum(k[1] in zero for k in genome.keys), genome.size)
     tasks, fit_pool, val = fitness_splits(recipe)
