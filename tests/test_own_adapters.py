@@ -301,3 +301,26 @@ def test_a_saved_set_in_a_recipe_is_imported_as_it_was_saved(cli, tmp_path):
         want = lora if name != "dense" else dense
         for tensor in want[name].parts:
             assert torch.equal(run.delta(k, tensor), want.delta(name, tensor))
+
+
+def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
+    """`directions.baseline: true`: the gradient stage trains the GRPO-LoRA baseline alone, and the rows `hyper-es
+    run` evaluates are the given directions, their merges and that baseline."""
+    from hyper_es.directions.collect import collect
+    from hyper_es.evaluate.final import eval_set, plan_rows
+    from hyper_es.recipe import load_recipe
+
+    make_adapters(tmp_path / "adapters")
+    path = write_recipe(tmp_path, baseline=True)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["train"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 16, "seed": 1}
+    data["gradient"] = {"steps": 1, "baseline_steps": 1, "batch_size": 4, "num_generations": 2,
+                        "max_completion_length": 8, "lora": {"r": 2, "alpha": 4}}
+    path.write_text(yaml.safe_dump(data))
+    recipe, run = load_recipe(path), tmp_path / "RUN"
+    collect(recipe, run, baseline=recipe.directions.baseline)
+    assert sorted(p.parent.name for p in run.glob("directions/*/manifest.json")) == ["baseline"]
+    _, names, snapshots = eval_set(run, load=False)
+    rows = {r.name: r.kind for r in plan_rows(run, names, snapshots)}
+    assert rows == {"base": "base", "a0": "direction", "a2": "direction", "wide": "direction", "uniform": "uniform",
+                    "baseline": "baseline"}
