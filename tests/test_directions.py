@@ -83,13 +83,13 @@ def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
 def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
     """Job 1 is not retrained, and the final set is bitwise equal to an uninterrupted run (TRL on CPU, 1 thread,
     is deterministic: two runs with the same seeds give identical adapters)."""
-    recipe = write_recipe(tmp_path, steps=12)
+    recipe = write_recipe(tmp_path, steps=6)
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, "-m", "hyper_es", "collect", str(recipe), "--out", str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:  # kill mid-training: after job 2 logged its second optimizer step
-        if "job dir-1 step 2/12" in line:
+        if "job dir-1 step 2/6" in line:
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()
@@ -110,7 +110,7 @@ def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
 
 def test_resume_from_a_checkpoint_after_epoch_0_equals_uninterrupted(tmp_path):
     """TRL's sampler draws each epoch's order from one generator; a job resumed in epoch 1 sees epoch 1's order."""
-    recipe = write_recipe(tmp_path, directions=1, steps=12, checkpoint_every=2)
+    recipe = write_recipe(tmp_path, directions=1, steps=8, checkpoint_every=2)
     data = yaml.safe_load(recipe.read_text())
     data["tasks"][0]["train"]["size"] = 8  # 2 prompts a step: 4 steps an epoch
     recipe.write_text(yaml.safe_dump(data))
@@ -119,7 +119,7 @@ def test_resume_from_a_checkpoint_after_epoch_0_equals_uninterrupted(tmp_path):
     cmd = [sys.executable, "-m", "hyper_es", "collect", str(recipe), "--out", str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
-        if "job dir-0 step 7/12" in line:  # checkpoint-6 is 2 steps into epoch 1
+        if "job dir-0 step 7/8" in line:  # checkpoint-6 is 2 steps into epoch 1
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()

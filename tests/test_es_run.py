@@ -233,9 +233,9 @@ def _fresh_vllm_generates(model, tok, folder, prompts, sampling):
         fresh.close()
 
 
-def test_es_cli_sigkill_and_resume_ends_identical(tmp_path):
+def test_es_cli_sigkill_and_resume_ends_identical(tmp_path, cli):
     """`hyper-es es` killed (SIGKILL) after its second iteration, then re-run: the same history as a run that was
-    never interrupted; a changed ES setting on that folder is refused with one line."""
+    never interrupted (in this process); a changed ES setting on that folder is refused with one line."""
     import os
     import signal
     import subprocess
@@ -246,10 +246,11 @@ def test_es_cli_sigkill_and_resume_ends_identical(tmp_path):
 
     recipe = _recipe(tmp_path, iterations=4)
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(recipe.model_dump(mode="json")))
-    cli = [sys.executable, "-m", "hyper_es", "es", str(tmp_path / "r.yaml"), "--backend", "hf", "--out"]
+    cli_args = [sys.executable, "-m", "hyper_es", "es", str(tmp_path / "r.yaml"), "--backend", "hf", "--out"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(cli + [str(tmp_path / "a")], check=True, env=env, capture_output=True)
-    proc = subprocess.Popen(cli + [str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert cli(*cli_args[3:], tmp_path / "a").exit_code == 0
+    proc = subprocess.Popen(cli_args + [str(tmp_path / "b")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     hist = tmp_path / "b" / "es" / HISTORY
     deadline = time.time() + 300
     while time.time() < deadline and not (hist.is_file() and len(hist.read_text().splitlines()) >= 2):
@@ -257,14 +258,13 @@ def test_es_cli_sigkill_and_resume_ends_identical(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert 2 <= len(hist.read_text().splitlines()) < 4
-    subprocess.run(cli + [str(tmp_path / "b")], check=True, env=env, capture_output=True)
+    subprocess.run(cli_args + [str(tmp_path / "b")], check=True, env=env, capture_output=True)
     assert hist.read_text() == (tmp_path / "a" / "es" / HISTORY).read_text()
     data = recipe.model_dump(mode="json")
     data["es"]["sigma"] = 0.5
     (tmp_path / "r2.yaml").write_text(yaml.safe_dump(data))
-    bad = subprocess.run(cli[:4] + [str(tmp_path / "r2.yaml"), "--backend", "hf", "--out", str(tmp_path / "b")],
-                         env=env, capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.count("error:") == 1 and "es differ" in bad.stderr
+    bad = cli("es", tmp_path / "r2.yaml", "--backend", "hf", "--out", tmp_path / "b")
+    assert bad.exit_code == 2 and bad.stderr.count("error:") == 1 and "es differ" in bad.stderr
 
 
 def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):

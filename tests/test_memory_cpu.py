@@ -1,8 +1,8 @@
-"""The memory plan against measured peaks, on CPU, where the same accounting can be measured: SmolLM2-135M's gradient
-job (one step of the recipe's batch), search engine and final-evaluation engine of `make demo`'s recipe
-(smollm2-135m.yaml as --quick scales it; bench/results/memory_cpu.json has the full recipe) each run in a fresh process
-(bench/memory_cpu.py), and each stage's measured peak host memory (peak RSS of its processes) is within ±25% of the
-plan's. The plan counts what tensors and imports hold, so the stages run with glibc returning freed blocks at once
+"""The memory plan against a measured peak, on CPU, where the same accounting can be measured: the search engine of
+`make demo`'s recipe (smollm2-135m.yaml as --quick scales it), the stage whose plan decides whether a GPU recipe
+starts its search, run in a fresh process (bench/memory_cpu.py); its measured peak host memory (peak RSS of its
+processes) is within ±25% of the plan's. The gradient job and the final-evaluation engine are measured the same way
+by `bench/memory_cpu.py` (bench/results/memory_cpu.json has the full recipe), not in the suite: each takes 70-85 s. The plan counts what tensors and imports hold, so the stages run with glibc returning freed blocks at once
 (bench/memory_cpu.py's RETURNING); under glibc's default the gradient job keeps up to 1.9 GiB more of freed heap
 (bench/results/memory_cpu.json)."""
 
@@ -24,8 +24,8 @@ def plan():
     return {s.name: s for s in memory_cpu.host_plan(RECIPE, quick=True).stages}
 
 
-@pytest.mark.parametrize("stage", ["gradient job", *(pytest.param(s, marks=pytest.mark.vllm)  # engines: vLLM lane
-                                                     for s in ("search engine", "final-evaluation engine"))])
+@pytest.mark.vllm
+@pytest.mark.parametrize("stage", ["search engine"])
 def test_the_plan_is_within_25_percent_of_the_measured_peak(plan, stage):
     got = memory_cpu.measure(RECIPE, stage, quick=True)
     ratio = plan[stage].peak / got["peak"]
