@@ -141,10 +141,10 @@ def test_intermediate_size_bounded() -> None:
     ],
 )
 def test_adversarial_fast(text: str) -> None:
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: what a loaded machine does not stretch
     with pytest.raises(ExpressionError):
         evaluate(text, max_len=2_000_000)
-    assert time.perf_counter() - t0 < 0.5
+    assert time.process_time() - t0 < 0.5
 
 
 def test_literals() -> None:

@@ -132,12 +132,12 @@ def test_final_answer_priority() -> None:
     ids=["ones", "parens", "spaced", "commas", "boxes", "braces", "tags", "hashes", "minus", "junk"],
 )
 def test_extract_linear_time(text: str) -> None:
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: what a loaded machine does not stretch
     extract.final_answer(text)
     extract.last_boxed(text)
     extract.last_number(text)
     extract.last_tag(text, "answer")
-    assert time.perf_counter() - t0 < 0.1
+    assert time.process_time() - t0 < 0.1
 
 
 # --- scorers --------------------------------------------------------------------
@@ -276,16 +276,20 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", BUILTINS)
 @pytest.mark.parametrize("case", list(ADVERSARIAL))
-def test_adversarial(warm, tmp_path, name: str, case: str) -> None:
+def test_adversarial(warm, tmp_path, caplog, name: str, case: str) -> None:
+    """Each completion is scored in range without running it, by the pre-filters (under a second of this process's
+    CPU) or by math-verify within its deadline: no worker is killed for it."""
     flag = tmp_path / "pwned"
     completion = ADVERSARIAL[case]
     if isinstance(completion, str):
         completion = completion.replace("{flag}", str(flag))
-    t0 = time.perf_counter()
-    score = hx.rewards.get(name)(completion, REFS[name])
-    elapsed = time.perf_counter() - t0
+    t0 = time.process_time()
+    with caplog.at_level("INFO", logger=sandbox.__name__):
+        score = hx.rewards.get(name)(completion, REFS[name])
+    cpu = time.process_time() - t0
     assert type(score) is float and 0.0 <= score <= 1.0
-    assert elapsed < 1.0, f"{name}/{case} took {elapsed:.3f}s"
+    assert cpu < 1.0, f"{name}/{case} took {cpu:.3f} s of CPU"
+    assert not [r for r in caplog.records if "killing worker" in r.getMessage()], f"{name}/{case} hit the deadline"
     assert not flag.exists()
 
 
@@ -316,12 +320,13 @@ def test_startup_not_counted_in_deadline() -> None:
     assert sandbox.worker_pid() is not None
 
 
-def test_hung_call_is_killed(warm) -> None:
+def test_hung_call_is_killed(warm, caplog) -> None:
     pid = sandbox.worker_pid()
-    t0 = time.perf_counter()
     # Bypasses the reward's pre-filter: this hangs math-verify inside the worker.
-    assert sandbox.verify("1", r"\boxed{9^{9^{9^{9}}}}") == 0.0
-    assert time.perf_counter() - t0 < sandbox.DEFAULT_DEADLINE + 1.0
+    with caplog.at_level("INFO", logger=sandbox.__name__):
+        assert sandbox.verify("1", r"\boxed{9^{9^{9^{9}}}}") == 0.0
+    timeouts = [r.getMessage() for r in caplog.records if "killing worker" in r.getMessage()]
+    assert len(timeouts) == 1 and timeouts[0].startswith(f"math-verify timed out after {sandbox.DEFAULT_DEADLINE:.2f}s")
     assert sandbox.worker_pid() is None  # killed, restarted lazily
     assert hx.rewards.get("math")(r"\boxed{72}", "72") == 1.0
     assert sandbox.worker_pid() not in (None, pid)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hyper_es.errors import DataError, HyperESError
-from hyper_es.evaluate.final import _read_row, greedy_records, sampled_records, write_row
+from hyper_es.evaluate.final import read_row, greedy_records, sampled_records, write_row
 from hyper_es.evaluate.stats import align, paired_bootstrap
 from hyper_es.report import WIDTH, paired_differences, report_markdown
 
@@ -72,13 +72,13 @@ def test_pooled_is_stratified_with_equal_task_weights():
 def test_fast_at_full_scale():
     rng = np.random.default_rng(1)
     a, b = (rng.random(3000) < 0.3).astype(float), (rng.random(3000) < 0.3).astype(float)
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: what a loaded machine does not stretch
     paired_bootstrap([(a, b)], B=10_000)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     f = rng.random(3000)  # many distinct values: still bounded and quick
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     paired_bootstrap([(f, rng.random(3000))], B=10_000)
-    assert time.perf_counter() - t0 < 5.0
+    assert time.process_time() - t0 < 5.0
 
 
 def test_align_matches_ids_and_refuses_other_problems():
@@ -107,18 +107,18 @@ def test_records_round_trip_compactly(tmp_path):
         "ab": {"greedy": 0.34, "problems": 50, "tokens": 9, "records": greedy}}}
     write_row(tmp_path / "baseline.json", row)
     text = (tmp_path / "baseline.json").read_text()
-    assert _read_row(tmp_path / "baseline.json") == row == json.loads(text)
+    assert read_row(tmp_path / "baseline.json") == row == json.loads(text)
     assert len(text.splitlines()) < 40 and "completions" not in text  # one line per list, no completion text
 
 
 def test_old_rows_load_and_damaged_records_are_refused(tmp_path):
     old = {"name": "base", "kind": "base", "steps": 0, "results": {"a": {"greedy": 0.1, "problems": 3, "tokens": 1}}}
     (tmp_path / "base.json").write_text(json.dumps(old))
-    assert _read_row(tmp_path / "base.json") == old
+    assert read_row(tmp_path / "base.json") == old
     old["results"]["a"]["records"] = {"ids": ["1", "2", "3"], "greedy": [1, 0]}
     (tmp_path / "base.json").write_text(json.dumps(old))
     with pytest.raises(DataError, match="a: damaged per-problem records"):
-        _read_row(tmp_path / "base.json")
+        read_row(tmp_path / "base.json")
 
 
 # --- the report's paired tables -----------------------------------------------------------------------------------

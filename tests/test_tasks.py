@@ -173,10 +173,10 @@ def test_over_long_prompts_are_refused_quickly_naming_the_row(tiny, tmp_path):
     _, tok = tiny
     t = _long_task(tmp_path)
     rows = t.rows("test")
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time: what a loaded machine does not stretch
     with pytest.raises(DataError) as exc:
         evaluate_task(HFGenerator(*tiny, max_model_len=512), tok, t)
-    assert time.perf_counter() - t0 < 3
+    assert time.process_time() - t0 < 3
     msg = str(exc.value)
     assert msg.startswith(f"task 't' test ({tmp_path / 'long.jsonl'}) row 1: the prompt has 5,000,") and "\n" not in msg
     assert "more than the 496 tokens that max_model_len 512 leaves beside max_tokens 16" in msg
@@ -190,4 +190,4 @@ def test_over_long_prompts_are_refused_quickly_naming_the_row(tiny, tmp_path):
     assert ids[0] == t.prompt_ids(tok, [rows[0]])[0] and all(490 <= len(i) <= 496 for i in ids[1:])
     fitted = cut.fit(tok, cut.rows("test"), 512)
     assert fitted[0] is cut.rows("test")[0] and fitted[1]["question"] == "7" * len(fitted[1]["question"])
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10

@@ -67,11 +67,11 @@ def test_over_long_prompt_is_refused_quickly(tiny_engine, tmp_path):
                                          + json.dumps({"question": "x" * 5_000_000, "answer": "7"}) + "\n")
     task = Task(TaskConfig(name="longq", reward="numeric", max_tokens=16,
                            test={"source": "file", "path": str(tmp_path / "long.jsonl")}))
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # this process's CPU time (the engine core runs in it on CPU), not the machine's load
     with pytest.raises(DataError, match=r"^task 'longq' test \(.*long.jsonl\) row 1: the prompt has 5,000,0\d\d "
                                         r"characters, more than the 496 tokens that max_model_len 512 leaves"):
         evaluate_task(gen, tok, task)
-    assert time.perf_counter() - t0 < 3
+    assert time.process_time() - t0 < 3
     assert evaluate_task(gen, tok, task, limit=1).problems == 1  # the engine is unharmed
 
 
