@@ -422,13 +422,13 @@ def report_rows(run_dir: Path) -> list[str]:
 def remake_report(names: list[str], dest: Path) -> None:
     """`dest`'s report made from its own artefacts, with the rows `names` (in that order) that it holds."""
     import hyper_es as hx
-    from hyper_es.evaluate.final import _read_row, _read_val, has_val
+    from hyper_es.evaluate.final import read_row, read_val, has_val
     from hyper_es.report import run_report, write_report
 
     rows = []
     for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
-        row = _read_row(dest / "eval" / f"{n}.json")
-        rows.append({**row, **({"val": _read_val(dest / "eval", n)} if has_val(row["kind"], n) else {})})
+        row = read_row(dest / "eval" / f"{n}.json")
+        rows.append({**row, **({"val": read_val(dest / "eval", n)} if has_val(row["kind"], n) else {})})
     write_report(dest, run_report(hx.load_recipe(dest / "recipe.yaml"), dest, rows))
 
 

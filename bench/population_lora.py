@@ -32,7 +32,7 @@ def child(path: str, dtype: str, run: str, recipe_path: str, popsize: int, minib
     import hyper_es as hx
     from hyper_es.engine import run_engine
     from hyper_es.fitness import Scorer
-    from hyper_es.fitness.rows import _draw
+    from hyper_es.fitness.rows import draw_rows
     from hyper_es.merging import recipe_genome
     from hyper_es.tasks import Task
 
@@ -42,7 +42,7 @@ def child(path: str, dtype: str, run: str, recipe_path: str, popsize: int, minib
     ds = hx.DirectionSet.from_run(run)
     genome, _ = recipe_genome(recipe, ds)
     tasks = [Task(recipe.task(t), recipe.base_dir) for t in s.tasks]
-    rows = {t.name: _draw(t.rows("train"), minibatch, 12345) for t in tasks}
+    rows = {t.name: draw_rows(t.rows("train"), minibatch, 12345) for t in tasks}
     x0 = genome.initial(s.x0, recipe.merge.density)
     lo, hi = genome.lower_upper()
     rng = np.random.default_rng(0)

@@ -69,7 +69,7 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
     import hyper_es as hx
     from hyper_es.merging import MergeSettings, genome_for
     from hyper_es.engine import inplace_engine
-    from hyper_es.fitness.rows import _draw
+    from hyper_es.fitness.rows import draw_rows
     from hyper_es.fitness import Scorer
     from hyper_es.tasks import Task
 
@@ -79,7 +79,7 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
     genome = genome_for(ds, layer_group_size=m.layer_group_size, module_groups=m.module_groups, bounds=s.bounds)
     settings = MergeSettings.from_config(m)
     tasks = [Task(recipe.task(t), recipe.base_dir) for t in s.tasks]
-    rows = {t.name: _draw(t.rows("train"), minibatch or s.minibatch, 12345) for t in tasks}
+    rows = {t.name: draw_rows(t.rows("train"), minibatch or s.minibatch, 12345) for t in tasks}
     rng = np.random.default_rng(0)
     lo, hi = genome.lower_upper()
     xs = [np.clip(genome.uniform(1.0 / len(ds)) + rng.normal(0, s.sigma0, genome.size), lo, hi) for _ in range(n)]

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
-from hyper_es.tasks.proposals import proposal_cost
+from hyper_es.cost import Cost
 
 
 def _print(table: Table, console: Console | None) -> None:
@@ -101,49 +101,42 @@ def trained_tasks(recipe, tasks: list[str]) -> list[str]:
 def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None, seed: int | None = None) -> dict:
     """report.json: every evaluated row with its results and what it cost (steps, tokens, wall time), and each
     row's greedy difference to the GRPO-LoRA baseline and to the base with its paired bootstrap CI."""
-    from hyper_es.directions.manifest import finished_jobs
     from hyper_es.evaluate import stats
     from hyper_es.io import read_json
     from hyper_es.rows import KINDS, PROMPTED, prompt_file
+    from hyper_es.rows.charge import context
 
     run_dir = Path(run_dir)
-    dirs = [m["name"] for _, m in finished_jobs(run_dir)]  # the search's directions (snapshot increments too)
-    search_dir = run_dir / "search"
-    log = _read_log(search_dir / "generations.jsonl")
-    result = (read_json(search_dir / "result.json", "delete it to score the search's rows again (re-run)")
-              if (search_dir / "result.json").is_file() else {})
-    proposer = proposal_cost(run_dir, "search")  # co-evolution's template rewrites
-    seconds = result.get("stage_seconds", result.get("search_seconds"))
-    search = {"generations": len(log), "evals": result.get("evals"),
-              "seconds": None if seconds is None else seconds + proposer[1],
-              "tokens": sum(r.get("tokens", 0) for r in log) + (result.get("scale_scan") or {}).get("tokens", 0)
-              + proposer[0],
-              "val_tokens": result.get("val_tokens", 0),
-              "rows": result.get("rows"), "scan": result.get("scale_scan") or {}}  # fitness tokens: generations + scan
-    out, ctx = [], {"dirs": dirs, "search": search, "val": selection_costs(run_dir, rows)}
+    log = _read_log(run_dir / "search" / "generations.jsonl")
+    ctx = context(run_dir, rows, log)
+    result = (read_json(run_dir / "search" / "result.json", "delete it to score the search's rows again (re-run)")
+              if (run_dir / "search" / "result.json").is_file() else {})
+    search = {"generations": len(log), "evals": result.get("evals"), "seconds": ctx.search.seconds,
+              "tokens": ctx.search.search_tokens, "val_tokens": ctx.search.select_tokens,  # fitness; validation
+              "rows": result.get("rows"), "scan": ctx.scan}
+    out = []
     prompted = {r["name"]: read_json(prompt_file(run_dir, r["name"]), "re-run the evaluation to choose it again")
                 for r in rows if r["name"].endswith("+prompt")}  # chosen prompts, in full in the report
     for r in rows:
         weights = {**r, "name": r["name"].removesuffix("+prompt")}  # a <row>+prompt costs what its weights did
-        steps, tokens, search_tokens, select, wall = KINDS[r["kind"]].cost(run_dir, weights, ctx)
+        cost = KINDS[r["kind"]].cost(run_dir, weights, ctx)
         if r["name"] in prompted and r["kind"] not in PROMPTED:  # a prompt control: + its scan on validation
-            scan = prompted[r["name"]]
-            select, wall = (select or 0) + scan["tokens"], None if wall is None else wall + scan["seconds"]
+            cost = cost + Cost(select_tokens=prompted[r["name"]]["tokens"], seconds=prompted[r["name"]]["seconds"])
         metrics = sorted({k for res in r["results"].values() for k in res if k == "greedy" or k.startswith("pass@")},
                          key=lambda k: (k != "greedy", int(k[5:]) if k.startswith("pass@") else 0))
         mean = {k: sum(res[k] for res in r["results"].values()) / len(r["results"]) for k in metrics
                 if all(k in res for res in r["results"].values())}
         results = {t: {k: v for k, v in res.items() if k != "records"} for t, res in r["results"].items()}
-        total = None if tokens is None else tokens + (search_tokens or 0) + (select or 0)
-        out.append({"name": r["name"], "kind": r["kind"], "optimizer_steps": steps, "train_tokens": tokens,
-                    "search_tokens": search_tokens, "select_tokens": select, "tokens": total, "wall_s": wall,
+        out.append({"name": r["name"], "kind": r["kind"], "optimizer_steps": cost.steps, "train_tokens": cost.train_tokens,
+                    "search_tokens": cost.search_tokens, "select_tokens": cost.select_tokens, "tokens": cost.tokens,
+                    "wall_s": cost.seconds,
                     "results": results, "mean": mean,
                     **({"val": r["val"]} if "val" in r else {})})
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
     best = baseline_best(rows)
     if best:  # choosing it scored every candidate, whichever it is (the final adapter's row itself charges none)
-        best.update(select_tokens=ctx["val"]["baseline"], select_s=ctx["val"]["baseline_s"])
+        best.update(select_tokens=ctx.val["baseline"].select_tokens, select_s=ctx.val["baseline"].seconds)
     refs = {"baseline": "baseline", **({"baseline-best": best["name"]} if best else {}), "base": "base"}
     paired = paired_differences(rows, tasks, trained_tasks(recipe, tasks), B=B or stats.B_DEFAULT,
                                 seed=stats.SEED_DEFAULT if seed is None else seed, refs=refs)
@@ -152,21 +145,6 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                      "limit": e.limit, "pass_k_limit": e.pass_k_limit, "greedy": "temperature 0, one completion"},
             "rows": out, "baseline_best": best, "paired": paired, "search": search,
             **({"prompts": prompted} if prompted else {})}
-
-
-def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
-    """Validation tokens and seconds spent choosing rows: the scoring of every baseline candidate that was scored
-    (early stopping: the base, each snapshot and the final, also those not tested) and the `scaled` row's scale
-    scan."""
-    from hyper_es.evaluate.final import EVAL_DIR
-    from hyper_es.io import read_json
-
-    val = Path(run_dir) / EVAL_DIR / "val"
-    cands = [read_json(p, "delete it to score that candidate again") for p in sorted(val.glob("*.json"))
-             if p.stem in ("base", "baseline") or p.stem.startswith("baseline@")]
-    scaled = next((r["val"] for r in rows if r["kind"] == "scaled" and "val" in r), {})
-    return {"baseline": sum(v.get("tokens", 0) for v in cands), "baseline_s": sum(v.get("seconds", 0.0) for v in cands),
-            "scaled": scaled.get("tokens", 0), "scaled_s": scaled.get("seconds", 0.0)}
 
 
 def split_report(recipe) -> dict:

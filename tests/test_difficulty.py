@@ -83,13 +83,15 @@ def test_measure_once_then_train_each_bin(tmp_path):
 
 
 def test_the_measurement_is_part_of_the_directions_cost(tmp_path):
-    from hyper_es.rows.kinds import directions_cost, jobs_cost
+    from hyper_es.cost import Cost
+    from hyper_es.rows.charge import directions_cost, jobs_cost
 
     job = {"job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 6, "completions": 96, "tokens": 1000,
            "reward_curve": [], "wall_seconds": 10.0}
     for name in ("dir-0", "dir-1"):
         (tmp_path / "directions" / name).mkdir(parents=True)
         (tmp_path / "directions" / name / "manifest.json").write_text(json.dumps({**job, "name": name}))
-    assert jobs_cost(tmp_path, ["dir-0", "dir-1"]) == directions_cost(tmp_path, ["dir-0", "dir-1"]) == (12, 2000, 20.0)
+    want = Cost(steps=12, train_tokens=2000, seconds=20.0)
+    assert jobs_cost(tmp_path, ["dir-0", "dir-1"]) == directions_cost(tmp_path, ["dir-0", "dir-1"]) == want
     difficulty_path(tmp_path).write_text(json.dumps({"tokens": 500, "seconds": 3.0}))
-    assert directions_cost(tmp_path, ["dir-0", "dir-1"]) == (12, 2500, 23.0)
+    assert directions_cost(tmp_path, ["dir-0", "dir-1"]) == Cost(steps=12, train_tokens=2500, seconds=23.0)

@@ -120,7 +120,9 @@ def test_es_token_budget_stops_and_resume_keeps_it(tmp_path):
     engine, tok = _engine(recipe)
     first = es_search(recipe, tmp_path / "a", engine, tok)
     hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
-    assert first["iterations"] == len(hist) == 1 and first["tokens"] == json.loads(hist[0])["tokens"] > 0
+    spent = first["cost"]["phases"]["iterations"]["search_tokens"]
+    assert first["iterations"] == len(hist) == 1 and spent == first["cost"]["total"]["search_tokens"] == \
+        json.loads(hist[0])["tokens"] > 0
     assert first["kept_iterations"] in (0, 1)
     stamp = (tmp_path / "a" / "es" / "result.json").stat().st_mtime_ns
     again = es_search(recipe, tmp_path / "a", *_engine(recipe))
@@ -292,9 +294,11 @@ def test_es_row_in_the_final_evaluation_is_the_es_weights(tmp_path):
     assert es["kind"] == "es" and len(es["results"]["chain_sum"]["records"]["greedy"]) == 8
     report = run_report(recipe, tmp_path / "run", rows)
     row = next(r for r in report["rows"] if r["name"] == "es")
-    assert row["optimizer_steps"] == 0 and row["search_tokens"] == result["tokens"] > 0
+    cost = result["cost"]["total"]
+    assert row["optimizer_steps"] == 0 and row["search_tokens"] == cost["search_tokens"] > 0
     start, final = (json.loads((tmp_path / "run" / "es" / f).read_text()) for f in ("start.json", "final.json"))
-    assert row["select_tokens"] == result["val_tokens"] == start["tokens"] + final["tokens"] > 0  # the guard's
+    assert row["select_tokens"] == cost["select_tokens"] == start["tokens"] + final["tokens"] > 0  # the guard's
+    assert row["wall_s"] >= cost["seconds"] > 0
     assert "es" in report["paired"]["vs"]["baseline"]
     # `hyper-es export RUN --row es` serves exactly the evaluated weights: base + the replayed update
     from transformers import AutoModelForCausalLM
@@ -340,7 +344,7 @@ def test_grpo_then_es_starts_from_the_baseline(tmp_path):
     row = next(r for r in report["rows"] if r["kind"] == "es")
     baseline = next(r for r in report["rows"] if r["name"] == "baseline")
     assert row["name"] == "baseline+es" and row["optimizer_steps"] == baseline["optimizer_steps"]
-    assert row["search_tokens"] == result["tokens"] > 0
+    assert row["search_tokens"] == result["cost"]["total"]["search_tokens"] > 0
 
 
 def test_method_es_run_then_grpo(tmp_path):
@@ -371,7 +375,8 @@ def test_method_es_run_then_grpo(tmp_path):
     assert norm > 0  # ES's kept weights include its start, the baseline's update
     g, b = rows["baseline+es+grpo"], rows["baseline"]
     assert g["optimizer_steps"] == job["optimizer_steps"] + b["optimizer_steps"] == 2 * b["optimizer_steps"]
-    assert g["train_tokens"] == job["tokens"] + b["train_tokens"] and g["search_tokens"] == es["tokens"] > 0
+    assert g["train_tokens"] == job["tokens"] + b["train_tokens"]
+    assert g["search_tokens"] == es["cost"]["total"]["search_tokens"] > 0
     assert "baseline+es+grpo" in report["paired"]["vs"]["baseline"]
     # the row's update is ES's (its start included) plus the new adapter's B·A
     from hyper_es.directions import DirectionSet

@@ -75,3 +75,34 @@ def test_no_tracked_file_names_an_absolute_path_of_a_machine():
         text = path.read_text(encoding="utf-8", errors="ignore")
         hits += [f"{name}: {m.group(0)}" for m in pattern.finditer(text)]
     assert not hits, hits[:10]
+
+
+def _functions(root: Path):
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield path.relative_to(ROOT), node
+
+
+def test_no_function_in_the_package_is_over_80_lines():
+    long = [f"{p}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)" for p, n in _functions(ROOT / "hyper_es")
+            if n.end_lineno - n.lineno + 1 > 80]
+    assert not long, long
+
+
+def _private_imports(source: str) -> list[str]:
+    """Names starting with "_" that `source` imports from hyper_es (its modules' private names)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "hyper_es":
+            out += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("hyper_es") and any(
+                part.startswith("_") for part in a.name.split("."))]
+    return out
+
+
+def test_the_benchmarks_import_nothing_private_of_the_package():
+    assert _private_imports("from hyper_es.fitness.rows import draw_rows, _planted") == ["hyper_es.fitness.rows._planted"]
+    found = {str(p.relative_to(ROOT)): _private_imports(p.read_text()) for p in sorted((ROOT / "bench").rglob("*.py"))}
+    assert not {k: v for k, v in found.items() if v}, found

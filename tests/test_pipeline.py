@@ -46,7 +46,9 @@ def test_report_rows_costs_and_files(tiny_run):
     log = [json.loads(x) for x in (run_dir / "search" / "generations.jsonl").read_text().splitlines()]
     scan = json.loads((run_dir / "search" / "result.json").read_text()).get("scale_scan") or {}
     assert report["search"]["tokens"] == sum(r["tokens"] for r in log) + scan.get("tokens", 0)  # fitness tokens
-    val_tokens = json.loads((run_dir / "search" / "result.json").read_text())["val_tokens"]
+    cost = json.loads((run_dir / "search" / "result.json").read_text())["cost"]
+    val_tokens = cost["total"]["select_tokens"]
+    assert cost["total"]["search_tokens"] == report["search"]["tokens"]  # the stage's record is what the row is charged
     assert rows["hyper-es"]["select_tokens"] == val_tokens > 0  # the search's validation scorings
     assert rows["hyper-es"]["tokens"] == rows["hyper-es"]["train_tokens"] + report["search"]["tokens"] + val_tokens
     start = rows["search-start"]  # the search's start alone: the directions and the scale scan, no validation

@@ -112,7 +112,9 @@ def test_a_search_proposes_once_and_the_evaluation_renders_a_proposed_template(t
     result = json.loads((run / "search" / "result.json").read_text())
     searched = run_report(recipe, run, [])["search"]
     assert searched["tokens"] == sum(r["tokens"] for r in log) + record["tokens"]
-    assert searched["seconds"] == pytest.approx(result["stage_seconds"] + record["seconds"])
+    assert searched["seconds"] == pytest.approx(result["cost"]["total"]["seconds"])
+    assert result["cost"]["phases"]["proposals"] == {"steps": 0, "train_tokens": 0, "search_tokens": record["tokens"],
+                                                     "select_tokens": 0, "seconds": record["seconds"]}
 
     record["tasks"][name]["kept"] = ["Total of {question}?"]  # the random tiny model's replies keep no placeholder
     (run / PROPOSALS).write_text(json.dumps(record))

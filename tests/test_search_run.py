@@ -83,17 +83,18 @@ def test_scale_scan_fixed_fitness_set_search_reward_and_guard(tmp_path, caplog):
     # directions plus the scan.
     from hyper_es.directions.manifest import finished_jobs
     from hyper_es.evaluate.final import eval_set, plan_rows
+    from hyper_es.cost import Cost
     from hyper_es.rows import KINDS, jobs_cost, row_update
+    from hyper_es.rows.charge import Context
 
     start = next(r for r in plan_rows(run, *eval_set(run, load=False)[1:]) if r.name == "search-start")
     assert start.kind == "search-start" and start.searched[1].tolist() == scan["x0"] and not start.pass_k
     hyper, begin = row_update(run, "hyper-es", recipe), row_update(run, "search-start", recipe)  # guard kept x0
     assert hyper.keys() == begin.keys() and all(torch.equal(hyper[t], begin[t]) for t in hyper)
     dirs = [m["name"] for _, m in finished_jobs(run)]
-    steps, tokens, wall = jobs_cost(run, dirs)
-    cost = KINDS["search-start"].cost(run, {"name": "search-start", "steps": steps}, {"dirs": dirs, "search": {
-        "scan": scan}})
-    assert cost == (steps, tokens, scan["tokens"], 0, pytest.approx(wall + scan["seconds"]))
+    jobs = jobs_cost(run, dirs)
+    cost = KINDS["search-start"].cost(run, {"name": "search-start", "steps": jobs.steps}, Context(dirs, scan=scan))
+    assert cost == Cost(jobs.steps, jobs.train_tokens, scan["tokens"], 0, pytest.approx(jobs.seconds + scan["seconds"]))
 
 
 def test_guard_keeps_the_search_only_when_it_beats_x0():
@@ -146,6 +147,9 @@ def test_the_search_counts_every_token_its_engine_generates(tmp_path, monkeypatc
     result = search(recipe, tmp_path / "run", backend="hf", score_test=False)
     log = [json.loads(x) for x in (tmp_path / "run/search/generations.jsonl").read_text().splitlines()]
     fitness = sum(r["tokens"] for r in log) + result["scale_scan"]["tokens"]
-    assert result["val_tokens"] > sum(r["val_tokens"] for r in log) > 0  # the guard's and the rows' too
-    assert fitness + result["val_tokens"] == generated[0]
-    assert result["stage_seconds"] >= result["search_seconds"] > 0
+    cost, phases = result["cost"]["total"], result["cost"]["phases"]
+    assert cost["search_tokens"] == fitness and phases["scan"]["search_tokens"] == result["scale_scan"]["tokens"]
+    assert cost["select_tokens"] > phases["generations"]["select_tokens"] == sum(r["val_tokens"] for r in log) > 0
+    assert cost["search_tokens"] + cost["select_tokens"] == generated[0]  # the guard's and the rows' included
+    assert cost["seconds"] == pytest.approx(sum(p["seconds"] for p in phases.values()))
+    assert all(p["seconds"] > 0 for k, p in phases.items() if k != "proposals")

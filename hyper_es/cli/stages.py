@@ -195,6 +195,27 @@ def search_cmd(
         typer.echo(f"{name:<10} val {row['val']:.3f}{test}")
 
 
+def _with_adapter(backend: str, model: str, adapter: Path, rec, kw: dict) -> str:
+    """`eval --adapter`: served as a LoRA beside 16-bit weights (checked against the base before an engine starts;
+    merged into them, the update would round away), else merged into the weights (fp32 exact, or HF). Returns the
+    model to serve; `kw` gets the adapter when it is served as a LoRA."""
+    from hyper_es.engine import adapter_as_lora, engine_dtype
+    from hyper_es.models import check_adapter, with_adapter
+
+    if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
+        from hyper_es.directions import DirectionSet
+
+        check_adapter(adapter, model)  # (with_adapter checks it on the other path)
+        try:  # its shapes against the base
+            DirectionSet.from_adapters(model, [adapter])
+        except HyperESError as exc:
+            _fail(f"--adapter {adapter}: not an adapter of {model} ({exc})")
+        kw["adapter"] = adapter
+        return model
+    kw.pop("revision", None)
+    return str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
+
+
 @command("eval")
 def eval_cmd(
     task: Annotated[list[str], typer.Option("--task", "-t", help="built-in task, or a task of --recipe (repeatable)")],
@@ -250,21 +271,7 @@ def eval_cmd(
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
                   model_dtype=rec.model.dtype, serve=serve_kwargs(rec))
     if adapter:
-        from hyper_es.engine import adapter_as_lora, engine_dtype
-        from hyper_es.models import check_adapter, with_adapter
-
-        if adapter_as_lora(backend, engine_dtype(backend, kw["dtype"], kw.get("model_dtype"))):
-            from hyper_es.directions import DirectionSet
-
-            check_adapter(adapter, model)  # (with_adapter checks it on the other path)
-            try:  # its shapes against the base, before an engine starts
-                DirectionSet.from_adapters(model, [adapter])
-            except HyperESError as exc:
-                _fail(f"--adapter {adapter}: not an adapter of {model} ({exc})")
-            kw["adapter"] = adapter  # served as a LoRA: merged into 16-bit weights, the update would round away
-        else:  # fp32 (exact) or HF: merged into the weights
-            kw.pop("revision", None)
-            model = str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
+        model = _with_adapter(backend, model, adapter, rec, kw)
     gen, tokenizer = make_generator(backend, model, **kw)
     model = f"{model}+{adapter}" if kw.get("adapter") else model
     try:

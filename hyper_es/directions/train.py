@@ -217,6 +217,36 @@ def grpo_trainer(use_vllm: bool):
     return GRPOTrainer
 
 
+def job_manifest(recipe: Recipe, job: JobSpec, trainer, base_hash: str, start: dict | None, *, tasks: list[str],
+                 rows: int, seconds: float) -> dict:
+    """A finished job's manifest.json: its spec, base, LoRA, GRPO settings, and what it spent (optimizer steps,
+    completions, generated tokens and their curve, wall seconds)."""
+    history, g, lora = trainer.state.log_history, recipe.gradient, job.lora
+    completions = trainer.state.global_step * g.batch_size * trainer.args.gradient_accumulation_steps
+    curve = generated_curve(history, g.batch_size * trainer.args.gradient_accumulation_steps)
+    return {
+        "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
+        "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
+        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA), with that update's norm
+        "start": {"from": "es", "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5}
+        if start else None,
+        "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
+                 "dropout": lora.dropout},
+        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora", "difficulty_rows",
+                                      "difficulty_samples"}),
+        "tasks": tasks, "train_rows": rows,
+        "optimizer_steps": trainer.state.global_step,
+        "completions": completions, "prompts": completions // g.num_generations,
+        # tokens: generated (completion) tokens, as every other row counts them; seen_tokens: TRL's num_tokens,
+        # prompts included (manifests written before generated tokens were counted have only that, as `tokens`)
+        "tokens": curve[-1][1] if curve else 0, "token_curve": curve,
+        "seen_tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
+        "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
+        "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
+        "wall_seconds": seconds, "versions": versions(),
+    }
+
+
 def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, start: dict | None = None,
             dest: Path | None = None) -> Path:
     """Train one job and move its adapter into RUN/directions/<name>/ (or `dest`). Resumes from a TRL checkpoint if
@@ -275,31 +305,9 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
 
     adapter = work / "adapter"
     trainer.model.save_pretrained(str(adapter))
-    history = trainer.state.log_history
-    g = recipe.gradient
-    completions = trainer.state.global_step * g.batch_size * trainer.args.gradient_accumulation_steps
-    curve = generated_curve(history, g.batch_size * trainer.args.gradient_accumulation_steps)
-    write_json_atomic(adapter / MANIFEST, {
-        "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
-        "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
-        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA), with that update's norm
-        "start": {"from": "es", "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5}
-        if start else None,
-        "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
-                 "dropout": lora.dropout},
-        "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora", "difficulty_rows",
-                                      "difficulty_samples"}),
-        "tasks": [job.task] if job.task else [t.name for t in tasks], "train_rows": len(rows),
-        "optimizer_steps": trainer.state.global_step,
-        "completions": completions, "prompts": completions // g.num_generations,
-        # tokens: generated (completion) tokens, as every other row counts them; seen_tokens: TRL's num_tokens,
-        # prompts included (manifests written before generated tokens were counted have only that, as `tokens`)
-        "tokens": curve[-1][1] if curve else 0, "token_curve": curve,
-        "seen_tokens": int(next((h["num_tokens"] for h in reversed(history) if "num_tokens" in h), 0)),
-        "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
-        "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
-        "wall_seconds": seconds, "versions": versions(),
-    })
+    write_json_atomic(adapter / MANIFEST, job_manifest(recipe, job, trainer, base_hash, start,
+                                                       tasks=[job.task] if job.task else [t.name for t in tasks],
+                                                       rows=len(rows), seconds=seconds))
     if final.exists():
         shutil.rmtree(final)  # only reachable for a folder without a manifest (see collect)
     adapter.rename(final)

@@ -41,9 +41,9 @@ from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
 from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row, run_prompts
+from hyper_es.rundir import EVAL_DIR
 
 logger = logging.getLogger(__name__)
-EVAL_DIR = "eval"
 
 
 @dataclass
@@ -214,7 +214,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         rows += [scaled] if scaled else []
         candidates = [r for r in rows if r.kind in BASELINE_KINDS]  # every one, whatever is tested below
         if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
-            best = best_by_validation([{"name": r.name, "steps": r.steps, "val": _read_val(out, r.name)}
+            best = best_by_validation([{"name": r.name, "steps": r.steps, "val": read_val(out, r.name)}
                                        for r in candidates])
             rows = [r for r in rows if r.kind != "baseline-snapshot" or r.name == best["name"]
                     or (out / f"{r.name}.json").is_file()]  # rows already scored stay in the report
@@ -231,7 +231,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         for row in todo:
             twin = out / f"{row.name.removesuffix('+prompt')}.json"
             if row.name in own and twin.is_file():  # the same weights and prompts: the same scores, not re-scored
-                write_row(out / f"{row.name}.json", {**_read_row(twin), "name": row.name, "same_as": twin.stem})
+                write_row(out / f"{row.name}.json", {**read_row(twin), "name": row.name, "same_as": twin.stem})
                 continue
             results = score_test_sets(*engine_for(row), prompted(prompts, tasks, row), e, pass_k=row.pass_k)
             logger.info("eval %s: %s", row.name, json.dumps(
@@ -242,10 +242,10 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         if held:
             held[0].close()
     if not test:
-        return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": _read_val(out, r.name)}
+        return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": read_val(out, r.name)}
                 for r in candidates if val]
-    return [{**_read_row(out / f"{r.name}.json"),
-             **({"val": _read_val(out, r.name)} if has_val(r.kind, r.name) and val else {})}
+    return [{**read_row(out / f"{r.name}.json"),
+             **({"val": read_val(out, r.name)} if has_val(r.kind, r.name) and val else {})}
             for r in rows]
 
 
@@ -350,7 +350,7 @@ def write_row(path: Path, data: dict) -> None:
     write_text_atomic(path, text)
 
 
-def _read_val(out: Path, name: str) -> dict:
+def read_val(out: Path, name: str) -> dict:
     path = out / "val" / f"{name}.json"
     data = read_json(path, "delete it to score this row on validation again")
     if not (isinstance(data, dict) and isinstance(data.get("mean"), (int, float)) and isinstance(data.get("rows"), int)):
@@ -358,7 +358,7 @@ def _read_val(out: Path, name: str) -> dict:
     return data
 
 
-def _read_row(path: Path) -> dict:
+def read_row(path: Path) -> dict:
     fix = "delete it to evaluate this row again"
     data = read_json(path, fix)
     if not (isinstance(data, dict) and {"name", "kind", "steps", "results"} <= set(data)):
@@ -383,7 +383,7 @@ def row_values(run_dir: str | Path, row: str, task: str, metric: str = "greedy")
     from hyper_es.evaluate.passk import pass_at_k
 
     path = Path(run_dir) / EVAL_DIR / f"{row}.json"
-    rec = (_read_row(path)["results"].get(task) or {}).get("records")
+    rec = (read_row(path)["results"].get(task) or {}).get("records")
     if rec is None:
         raise DataError(f"{path}: no per-problem records for task '{task}'; delete it to evaluate the row again")
     if metric == "greedy":

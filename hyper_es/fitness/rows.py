@@ -22,8 +22,8 @@ def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], d
 def fitness_rows(pool: dict[str, list[dict]], s, generation: int) -> dict[str, list[dict]]:
     """The generation's minibatch per task: one fixed draw (`fitness_set: fixed`) or one per generation."""
     draw = 0 if s.fitness_set == "fixed" else generation
-    return {n: _draw(r, s.minibatch, s.seed * 100_003 + draw) for n, r in pool.items()}
+    return {n: draw_rows(r, s.minibatch, s.seed * 100_003 + draw) for n, r in pool.items()}
 
 
-def _draw(rows: list[dict], n: int, seed: int) -> list[dict]:
+def draw_rows(rows: list[dict], n: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(rows, min(n, len(rows)))

@@ -1,7 +1,6 @@
 """The row registry: every kind of row a run compares declares, in one place, how its weight update ΔW is built,
-what it cost (optimizer steps, generated training tokens, search/ES fitness tokens, the validation tokens spent to
-choose it, wall seconds) and whether the final evaluation samples it for Pass@k. `plan_rows` (evaluate/final.py),
-the report and `row_update` read it."""
+how it is charged (rows/charge.py: a hyper_es/cost.py record) and whether the final evaluation samples it for
+Pass@k. The report and `row_update` read it."""
 
 from __future__ import annotations
 
@@ -11,112 +10,27 @@ from pathlib import Path
 
 import torch
 
-from hyper_es.directions.difficulty import difficulty_path
-from hyper_es.directions.manifest import read_manifest, read_record
+from hyper_es.cost import Cost
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, hyper_es_cost, job_cost, scaled_cost,
+                                  snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
-from hyper_es.tasks.proposals import proposal_cost
 
-Cost = tuple  # (optimizer steps, train tokens, search tokens, select tokens, wall seconds); None where unknown
 
 
 @dataclass(frozen=True)
 class RowKind:
     name: str
     pass_k: bool  # also sampled n times per problem for Pass@k (costly: only the rows the report compares)
-    cost: Callable[[Path, dict, dict], Cost]  # (run_dir, row {"name", "steps"}, context {"dirs", "search", "val"})
+    cost: Callable[[Path, dict, Context], Cost]  # (run_dir, row {"name", "steps"}, context): rows/charge.py
     update: Callable[[Path, str, object], dict[str, torch.Tensor]] | None  # (run_dir, row name, recipe) -> ΔW
-
-
-def jobs_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
-    """(optimizer steps, generated training tokens, wall seconds) summed over gradient-stage jobs."""
-    ms = [read_record(run_dir / "directions" / n) for n in names]  # an imported direction cost this run nothing
-    return sum(m["optimizer_steps"] for m in ms), sum(m["tokens"] for m in ms), sum(m["wall_seconds"] for m in ms)
-
-
-def directions_cost(run_dir: Path, names: list[str]) -> tuple[int, int, float]:
-    """The directions' jobs, plus the base pass-rate measurement that binned them (`vary: difficulty`)."""
-    steps, tokens, wall = jobs_cost(run_dir, names)
-    path = difficulty_path(run_dir)
-    if path.is_file():
-        measured = read_json(path, "delete it to measure again")
-        tokens, wall = tokens + int(measured.get("tokens", 0)), wall + float(measured.get("seconds", 0.0))
-    return steps, tokens, wall
-
-
-def _base_cost(run_dir, row, ctx) -> Cost:
-    return row["steps"], 0, 0, 0, 0.0
-
-
-def _job_cost(run_dir, row, ctx) -> Cost:
-    steps, tokens, wall = jobs_cost(run_dir, [row["name"]])
-    return steps, tokens, 0, 0, wall
-
-
-def _uniform_cost(run_dir, row, ctx) -> Cost:
-    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
-    return steps, tokens, 0, 0, wall
-
-
-def _hyper_es_cost(run_dir, row, ctx) -> Cost:
-    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
-    search = ctx["search"]
-    return steps, tokens, search["tokens"], search["val_tokens"], wall + (search["seconds"] or 0.0)
-
-
-def _start_cost(run_dir, row, ctx) -> Cost:
-    """The search's start without the search: the directions, then the scale scan on the fitness rows."""
-    steps, tokens, wall = directions_cost(run_dir, ctx["dirs"])
-    scan = ctx["search"]["scan"]
-    return steps, tokens, scan.get("tokens", 0), 0, wall + (scan.get("seconds") or 0.0)
-
-
-def _snapshot_cost(run_dir, row, ctx) -> Cost:
-    """The baseline run's tokens up to the snapshot (its token curve) and its wall time pro rata; choosing it
-    (early stopping) scored every candidate of the baseline on validation."""
-    job = read_manifest(run_dir / "directions" / "baseline")
-    curve, steps = dict(map(tuple, job.get("token_curve") or [])), row["steps"]
-    return (steps, int(curve[steps]) if steps in curve else None, 0, ctx["val"]["baseline"],
-            job["wall_seconds"] * steps / job["optimizer_steps"] + ctx["val"]["baseline_s"])
-
-
-def _scaled_cost(run_dir, row, ctx) -> Cost:
-    """The baseline's job, then the scale scan on validation (its tokens are the row's selection cost)."""
-    steps, tokens, wall = jobs_cost(run_dir, ["baseline"])
-    return steps, tokens, 0, ctx["val"]["scaled"], wall + ctx["val"]["scaled_s"]
 
 
 def _scaled_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The baseline's ΔW times the scale chosen on validation (eval/val/scaled.json)."""
     scale = read_json(run_dir / "eval" / "val" / "scaled.json", "delete it to scan the scales again")["scale"]
     return {t: scale * d for t, d in _adapter_update(run_dir, "baseline", recipe).items()}
-
-
-def _es_cost(run_dir, row, ctx) -> Cost:
-    """ES's tokens and wall time, after a sequenced start's (the baseline's job, or the directions and the
-    search)."""
-    from hyper_es.es.history import es_start
-
-    es = read_json(run_dir / "es" / "result.json", "delete it to finish ES again (re-run)")
-    start, search = es_start(run_dir), ctx["search"]
-    steps, tokens, wall = ((0, 0, 0.0) if start == "base" else jobs_cost(run_dir, ["baseline"])
-                           if start == "baseline" else directions_cost(run_dir, ctx["dirs"]))
-    # co-evolution's template rewrites (one file a run; in the search's cost already when ES starts from it)
-    proposer = (0, 0.0) if start == "hyper-es" and proposal_cost(run_dir, "search")[0] else proposal_cost(run_dir, "es")
-    search_tokens = es.get("tokens", 0) + proposer[0] + (search["tokens"] if start == "hyper-es" else 0)
-    wall += (es.get("seconds") or 0.0) + proposer[1] + ((search["seconds"] or 0.0) if start == "hyper-es" else 0.0)
-    select = es.get("val_tokens", 0) + (search["val_tokens"] if start == "hyper-es" else 0)
-    return steps, tokens, search_tokens, select, wall
-
-
-def _es_grpo_cost(run_dir, row, ctx) -> Cost:
-    """ES's cost, then the GRPO-LoRA job trained on ES's weights."""
-    from hyper_es.es.history import grpo_folder
-
-    steps, tokens, search_tokens, select, wall = _es_cost(run_dir, row, ctx)
-    job = read_manifest(grpo_folder(run_dir))
-    return steps + job["optimizer_steps"], tokens + job["tokens"], search_tokens, select, wall + job["wall_seconds"]
 
 
 def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
@@ -204,16 +118,16 @@ def es_grpo_delta(run_dir: str | Path, base: str) -> dict[str, torch.Tensor]:
 
 
 KINDS = {k.name: k for k in (
-    RowKind("base", True, _base_cost, lambda run_dir, row, recipe: {}),
-    RowKind("direction", False, _job_cost, _adapter_update),
-    RowKind("uniform", False, _uniform_cost, None),
-    RowKind("baseline-snapshot", False, _snapshot_cost, _adapter_update),
-    RowKind("baseline", True, _job_cost, _adapter_update),  # the final adapter: no choice made on validation
-    RowKind("scaled", False, _scaled_cost, _scaled_update),
-    RowKind("es", True, _es_cost, _es_update),
-    RowKind("es-grpo", True, _es_grpo_cost, _es_grpo_update),
-    RowKind("hyper-es", True, _hyper_es_cost, _hyper_es_update),
-    RowKind("search-start", False, _start_cost, _start_update),  # the scale scan's x0: the search's ablation
+    RowKind("base", True, base_cost, lambda run_dir, row, recipe: {}),
+    RowKind("direction", False, job_cost, _adapter_update),
+    RowKind("uniform", False, uniform_cost, None),
+    RowKind("baseline-snapshot", False, snapshot_cost, _adapter_update),
+    RowKind("baseline", True, job_cost, _adapter_update),  # the final adapter: no choice made on validation
+    RowKind("scaled", False, scaled_cost, _scaled_update),
+    RowKind("es", True, es_cost, _es_update),
+    RowKind("es-grpo", True, es_grpo_cost, _es_grpo_update),
+    RowKind("hyper-es", True, hyper_es_cost, _hyper_es_update),
+    RowKind("search-start", False, start_cost, _start_update),  # the scale scan's x0: the search's ablation
 )}
 
 

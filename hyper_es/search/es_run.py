@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hyper_es import rewards
+from hyper_es.cost import Cost, stage_cost
 from hyper_es.errors import DataError
 from hyper_es.es.history import START, finished
 from hyper_es.io import read_json, write_json_atomic
@@ -29,6 +30,7 @@ from hyper_es.search.loop import drive, score_generation
 from hyper_es.search.coevolve import coevolution, proposed
 from hyper_es.search.start import guard_decision
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
+from hyper_es.tasks.proposals import proposals_spent
 
 logger = logging.getLogger(__name__)
 def diversity(scores: list[Score]) -> dict:
@@ -80,7 +82,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
                                            extra=lambda members, scores: {"diversity": diversity(scores)},
                                            split=co.split if co else None),
           update=engine.update, on_record=log)
-    history, spent = strategy.history, strategy.spent
+    history, spent, t_final = strategy.history, strategy.spent, time.perf_counter()
     genes = co.population[0] if co else None  # the last generation's best prompt by fitness (elite first)
     final = scorer.score(None, val, tasks=co.tasks_for(genes) if co else None)
     write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
@@ -92,10 +94,13 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
         genes = genes if kept else co.start()
         write_json_atomic(out / PROMPT_FILE, {"genes": co.to_json(genes), "prompt": co.describe(genes),
                                               "exported": co.exported(genes)})
-    result = {"iterations": len(history), "kept_iterations": kept, "seconds": time.perf_counter() - t0,
-              "guard": decision,
+    proposals = proposals_spent(run_dir) if co else (0, 0.0)
+    result = {"iterations": len(history), "kept_iterations": kept, "guard": decision,
               "val": {"start": start.reward, "es": final.reward},
-              "tokens": spent, "val_tokens": start.tokens + final.tokens}  # fitness; the guard's two scorings
+              "cost": stage_cost({"start": Cost(select_tokens=start.tokens),  # θ_0 on validation (the guard's)
+                                  "iterations": Cost(search_tokens=spent, seconds=t_final - t0),
+                                  "guard": Cost(select_tokens=final.tokens, seconds=time.perf_counter() - t_final),
+                                  "proposals": Cost(search_tokens=proposals[0], seconds=proposals[1])})}
     write_json_atomic(out / "result.json", result)
     return result
 

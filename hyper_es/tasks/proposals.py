@@ -118,8 +118,15 @@ def with_proposals(recipe, run_dir: str | Path | None):
 def proposal_cost(run_dir: str | Path, stage: str) -> tuple[int, float]:
     """(generated tokens, seconds) the proposer spent for this run, charged to the stage (`search` or `es`) that
     co-evolved a prompt (its prompt.json); (0, 0) otherwise."""
+    if not (Path(run_dir) / stage / PROMPT_FILE).is_file():
+        return 0, 0.0
+    return proposals_spent(run_dir)
+
+
+def proposals_spent(run_dir: str | Path) -> tuple[int, float]:
+    """(generated tokens, seconds) of the run's template proposals (RUN/proposals.json); (0, 0) without one."""
     path = Path(run_dir) / PROPOSALS
-    if not path.is_file() or not (Path(run_dir) / stage / PROMPT_FILE).is_file():
+    if not path.is_file():
         return 0, 0.0
     data = read_json(path, "delete it to propose again")
     return int(data.get("tokens", 0)), float(data.get("seconds", 0.0))
