@@ -71,7 +71,7 @@ def test_damaged_file_gives_one_line_naming_it(cli, finished_run, tmp_path, file
 
 def test_damaged_report_inputs_name_the_file(finished_run, tmp_path):
     """search/result.json, the generation log and an eval row, read back by the report and the final evaluation."""
-    from hyper_es.evaluate.final import _read_row
+    from hyper_es.evaluate.final import read_row
     from hyper_es.report import run_report
 
     run = tmp_path / "run"
@@ -88,7 +88,7 @@ def test_damaged_report_inputs_name_the_file(finished_run, tmp_path):
     (run / "eval").mkdir()
     (run / "eval" / "base.json").write_text('{"name": "base"}')
     with pytest.raises(DataError, match=r"base.json: not an evaluation row .*; delete it to evaluate this row again"):
-        _read_row(run / "eval" / "base.json")
+        read_row(run / "eval" / "base.json")
 
 
 def test_run_recipe_damaged_or_from_before_a_new_field(finished_run, tmp_path):
