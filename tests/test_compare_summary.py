@@ -1,6 +1,6 @@
-"""The re-decision's summary (bench/decide_summary.py) on a small run folder written here: each difference is the
-mean of the paired per-problem differences, rows resolve across stages, and the goal waits for every control and
-seed."""
+"""A comparison's summary (hyper_es/compare/) with the re-decision's plan (bench/decide_summary.py) on small run
+folders written here: each difference is the mean of the paired per-problem differences, rows resolve across arms,
+and the goal waits for every control and seed. Then `hyper-es report` over the committed decide2 artefacts."""
 
 import json
 import sys
@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import decide_summary as ds  # noqa: E402
+from decide_summary import PLAN  # noqa: E402
+
+from hyper_es.compare import markdown as md, render, write_plan  # noqa: E402
+from hyper_es.compare.summary import partial, summarize  # noqa: E402
 
 IDS = [str(i) for i in range(10)]
 
@@ -52,7 +55,7 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     fit = {"scale": 0.5, "cosine": 0.9, "unexplained": 0.19, "norm": 1.0, "reference_norm": 2.0}
     (seed / "main" / "scale_fit.json").write_text(json.dumps({"reference": "baseline", "block_size": 2, "rows": {
         "hyper-es": {**fit, "blocks": {"L0-1": {**fit, "scale": 0.4}, "other": {**fit, "scale": None}}}}}))
-    s = ds.summarize(tmp_path, [0, 1, 2])
+    s = summarize(PLAN, tmp_path, [0, 1, 2])
     rows = s["seeds"][0]["rows"]
     assert rows["baseline-best"]["name"] == "baseline@3" and rows["grpo-equal-compute"]["name"] == "baseline@90"
     # an early stop costs the run up to its step and the scoring of every candidate (base, baseline@3, baseline)
@@ -71,10 +74,11 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     assert (g["seeds_ahead"], g["seeds_ci_above_0"]) == (0, 0)
     assert g["steps_ratio_max"] == pytest.approx(24 / 27) and g["steps_at_most_90pct"]
     assert s["goal"]["hyper-es-difficulty"]["status"] == "incomplete"
-    text = ds.markdown(s, tmp_path)
+    text = md.markdown(PLAN, s, tmp_path)
     assert "| hyper-es - scaled | +10.0 [" in text and "**incomplete**" in text
     assert "| 0 | main | 0.500 | 0.900 | 19.0% | L0-1 0.40 |" in text  # the scale fit, blocks without one left out
-    ds.write_summary(tmp_path, [0, 1, 2])
+    write_plan(tmp_path, PLAN)
+    render(tmp_path, [0, 1, 2])
     assert (tmp_path / "accuracy_cost.png").stat().st_size > 0 and (tmp_path / "summary.json").is_file()
 
 
@@ -82,16 +86,16 @@ def test_a_stage_still_evaluating_gives_its_rows_so_far(tmp_path):
     main = tmp_path / "seed0" / "main"
     write_stage(main, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="base")
     (main / "report.json").unlink()  # the final evaluation has not finished: no report yet
-    part = ds.partial(tmp_path, [0, 1])
+    part = partial(PLAN, tmp_path, [0, 1])
     assert list(part) == [0] and list(part[0]) == ["main"] and part[0]["main"]["rows"]["scaled"] == {"chain_sum": 0.5}
     assert part[0]["main"]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.1)
     assert part[0]["main"]["vs"]["base"]["trained"]["diff"] == pytest.approx(0.6)
-    text = "\n".join(ds._partial_markdown(part))
+    text = "\n".join(md._partial(PLAN, part))
     assert "main stage still evaluating" in text and "| scaled | +10.0 [" in text
     difficulty = tmp_path / "seed0" / "difficulty"  # the difficulty stage, evaluating, beside a finished main
     write_stage(difficulty, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 8 + [0] * 2}, best="base")
     (difficulty / "report.json").unlink()
-    assert ds.partial(tmp_path, [0])[0]["difficulty"]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.3)
+    assert partial(PLAN, tmp_path, [0])[0]["difficulty"]["vs"]["scaled"]["trained"]["diff"] == pytest.approx(0.3)
 
 
 def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path):
@@ -103,7 +107,7 @@ def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path
     write_stage(seed / "coevolve-prompt", {"hyper-es+prompt": [1] * 2 + [0] * 8}, best="baseline")
     write_stage(seed / "coevolve-both", {"hyper-es": [1] * 5 + [0] * 5, "hyper-es+prompt": [1] * 8 + [0] * 2},
                 best="baseline")
-    s = ds.summarize(tmp_path, [0])
+    s = summarize(PLAN, tmp_path, [0])
     rows = s["seeds"][0]["rows"]
     assert {k: rows[k]["trained"] for k in ("prompt-only", "coevolution", "coevolution-own-prompt")} == \
         {"prompt-only": 0.2, "coevolution": 0.8, "coevolution-own-prompt": 0.5}
@@ -113,7 +117,7 @@ def test_coevolution_arms_pair_with_the_parameter_only_row_and_the_base(tmp_path
     assert vs["prompt-only - hyper-es"] == pytest.approx(-0.4)
     assert vs["coevolution - coevolution-own-prompt"] == pytest.approx(0.3)
     assert vs["coevolution - base"] == pytest.approx(0.8) and vs["prompt-only - base"] == pytest.approx(0.2)
-    assert "| coevolution - hyper-es | +20.0 [" in ds.markdown(s, tmp_path)
+    assert "| coevolution - hyper-es | +20.0 [" in md.markdown(PLAN, s, tmp_path)
 
 
 def test_the_chosen_prompts_are_shown_as_served(tmp_path):
@@ -129,19 +133,19 @@ def test_the_chosen_prompts_are_shown_as_served(tmp_path):
     (seed / "coevolve-both" / "search").mkdir()
     (seed / "coevolve-both" / "search" / "prompt.json").write_text(json.dumps(
         {"genes": {"chain_sum": genes}, "prompt": {}, "exported": {"chain_sum": exported}}))
-    s = ds.summarize(tmp_path, [0])
+    s = summarize(PLAN, tmp_path, [0])
     assert set(s["seeds"][0]["prompts"]) == {"coevolution"}
-    md = ds.markdown(s, tmp_path)
-    assert f"Seed 0, coevolution, task chain_sum (genes {json.dumps(genes)}):" in md
+    text = md.markdown(PLAN, s, tmp_path)
+    assert f"Seed 0, coevolution, task chain_sum (genes {json.dumps(genes)}):" in text
     assert "[system] Be careful.\n[user] 1+1?\nBoxed.\n[assistant] 2\n" \
-           "[user] {question}\nGive the final answer in \\boxed{}.\n```" in md
+           "[user] {question}\nGive the final answer in \\boxed{}.\n```" in text
 
 
 def test_an_early_stop_at_the_final_adapter_still_pays_for_choosing_it(tmp_path):
     seed = tmp_path / "seed0"
     write_stage(seed / "main", {"base": [0] * 10, "baseline@3": [1] * 2 + [0] * 8, "baseline": [1] * 4 + [0] * 6,
                                 "hyper-es": [1] * 5 + [0] * 5}, best="baseline")
-    rows = ds.summarize(tmp_path, [0])["seeds"][0]["rows"]
+    rows = summarize(PLAN, tmp_path, [0])["seeds"][0]["rows"]
     best = rows["baseline-best"]
     assert best["name"] == "baseline" and (best["train_tokens"], best["select_tokens"], best["tokens"]) == (270, 21, 291)
     assert best["wall_s"] == pytest.approx(54.0 + 1.5) and rows["baseline"]["select_tokens"] == 5
@@ -155,8 +159,35 @@ def test_the_search_is_paired_with_its_own_start_and_the_start_with_each_control
                 best="baseline")
     write_stage(seed / "difficulty", {"base": [0] * 10, "search-start": [1] * 6 + [0] * 4,
                                       "hyper-es": [1] * 7 + [0] * 3}, best="base")
-    vs = ds.summarize(tmp_path, [0])["seeds"][0]["vs"]
+    vs = summarize(PLAN, tmp_path, [0])["seeds"][0]["vs"]
     assert vs["hyper-es-difficulty - hyper-es-difficulty-start"]["trained"]["diff"] == pytest.approx(0.1)
     assert vs["hyper-es-difficulty-start - scaled"]["trained"]["diff"] == pytest.approx(0.1)
     assert vs["hyper-es-difficulty-start - baseline-best"]["trained"]["diff"] == pytest.approx(0.3)
     assert not any(k.startswith("hyper-es - ") or k.startswith("hyper-es-start") for k in vs)  # no main search row
+
+
+DECIDE2 = Path(__file__).resolve().parents[1] / "bench" / "results" / "decide2"
+
+
+def test_report_over_the_committed_decide2_artefacts_reproduces_its_summary(tmp_path, cli):
+    """`hyper-es report ROOT` over a copy of the committed re-decision: summary.json exactly as committed, and every
+    line of summary.md (the figure is not redrawn)."""
+    import shutil
+
+    root = tmp_path / "decide2"
+    shutil.copytree(DECIDE2, root, ignore=shutil.ignore_patterns("summary.*", "accuracy_cost.png"))
+    shutil.copy(DECIDE2 / "accuracy_cost.png", root)  # so the summary links it as the committed one does
+    result = cli("report", root, "--no-figure")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((root / "summary.json").read_text()) == json.loads((DECIDE2 / "summary.json").read_text())
+    assert (root / "summary.md").read_text() == (DECIDE2 / "summary.md").read_text()
+    assert result.stdout.startswith("# Re-decision: Hyper-ES against the strongest simple controls")
+
+
+def test_report_refuses_a_folder_that_is_not_a_comparison_in_one_line(tmp_path, cli):
+    result = cli("report", tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("error:") == 1 and "no compare.json" in result.stderr
+    (tmp_path / "compare.json").write_text(json.dumps({**PLAN.model_dump(mode="json"), "methods": ["nope"]}))
+    result = cli("report", tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("error:") == 1
+    assert "compare.json" in result.stderr and "labels ['nope'] are not in rows" in result.stderr

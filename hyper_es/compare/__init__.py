@@ -1,0 +1,32 @@
+"""A comparison across seeds: its plan (ROOT/compare.json), the summary from the per-seed run folders, its
+Markdown and figure. `hyper-es report ROOT` renders it again from disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hyper_es.compare.plan import PLAN, ComparePlan, Goal, read_plan, write_plan
+
+__all__ = ["PLAN", "ComparePlan", "Goal", "read_plan", "render", "write_plan"]
+
+
+def render(root: Path, seeds: list[int] | None = None, *, figure: bool = True) -> dict:
+    """ROOT/summary.json, summary.md and accuracy_cost.png from ROOT/compare.json and the run folders under
+    ROOT/seed<N>/; returns the summary."""
+    from hyper_es.compare import markdown as md
+    from hyper_es.compare.figure import figure as draw
+    from hyper_es.compare.summary import partial, seed_dirs, summarize
+    from hyper_es.io import read_json, write_json_atomic
+
+    root = Path(root)
+    plan = read_plan(root)
+    summary = summarize(plan, root, seeds)
+    summary["partial"] = partial(plan, root, seeds)
+    if figure:
+        draw(plan, summary, root)
+    evals = [read_json(f, "re-run that arm").get("eval") for d in seed_dirs(root, seeds).values()
+             for arm, _ in plan.rows.values() if (f := d / arm / "report.json").is_file()]
+    sampling = next((e for e in evals if e), None)  # the arms' sampling settings, for the Pass@k heading
+    write_json_atomic(root / "summary.json", summary)
+    (root / "summary.md").write_text(md.markdown(plan, summary, root, sampling, len(seed_dirs(root, seeds))))
+    return summary
