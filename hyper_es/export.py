@@ -14,6 +14,7 @@ import yaml
 from hyper_es.directions.sources import CheckpointDiff, LoraFactors
 from hyper_es.errors import HyperESError
 from hyper_es.merging import Genome, MergePlan, MergeSettings
+from hyper_es.rows import names as row_names
 
 logger = logging.getLogger(__name__)
 
@@ -168,13 +169,13 @@ def export_row(recipe, run: str | Path, row: str, format: str, out: str | Path, 
                            f"--weights for a direction or the baseline)")
     run = Path(run)
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
-    deltas = row_update(run, row.removesuffix("+prompt"), recipe).items()
+    deltas = row_update(run, row_names.weights_of(row), recipe).items()
     errors = None
     if format == "peft":
         errors = _save_peft(base, deltas, out, rank, max_error)
     else:
         _save_hf(base, deltas, out)
-    if not row.endswith("+prompt"):
+    if not row_names.is_prompted(row):
         return errors, None
     saved = prompt_file(run, row)
     prompt = export_prompt(saved, out)

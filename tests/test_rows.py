@@ -37,3 +37,17 @@ def test_a_row_kind_missing_from_the_registry_fails_where_the_row_is_made(monkey
         monkeypatch.setattr(final, "KINDS", {k: v for k, v in KINDS.items() if k != kind})
         with pytest.raises(KeyError, match=f"kind '{kind}' is not in the row registry"):
             final.Row(kind, kind)
+
+
+def test_row_names_are_built_and_read_back_by_one_grammar():
+    from hyper_es.rows import names
+
+    assert [names.snapshot_step(names.snapshot(s)) for s in (0, 3, 27)] == [0, 3, 27]
+    assert names.snapshot_step("baseline") is None and names.snapshot_step("baseline@x") is None
+    assert [names.es_row(s) for s in ("base", "baseline", "hyper-es")] == ["es", "baseline+es", "hyper-es+es"]
+    for start in ("base", "baseline", "hyper-es"):
+        es, grpo = names.es_row(start), names.es_grpo_row(start)
+        assert kind_of(es).name == "es" and kind_of(grpo).name == "es-grpo"
+        assert kind_of(names.prompted(es)).name == "es" and names.weights_of(names.prompted(grpo)) == grpo
+    assert kind_of(names.snapshot(15)).name == "baseline-snapshot" and names.baseline_candidate(names.snapshot(15))
+    assert not names.baseline_candidate("dir-0") and names.baseline_candidate("base")

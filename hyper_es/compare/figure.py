@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hyper_es.compare.plan import ComparePlan
 from hyper_es.io import read_json
+from hyper_es.rows.names import snapshot_step
 
 
 def curves(seed_dir: Path, arm: str) -> list[tuple[int, float, float]]:
@@ -19,7 +20,7 @@ def curves(seed_dir: Path, arm: str) -> list[tuple[int, float, float]]:
     tokens = dict(map(tuple, m.get("token_curve") or []))
     out = []
     for f in sorted((folder / "eval" / "val").glob("baseline*.json")):
-        step = m["optimizer_steps"] if f.stem == "baseline" else int(f.stem.partition("@")[2])
+        step = m["optimizer_steps"] if f.stem == "baseline" else snapshot_step(f.stem)
         if step in tokens:
             out.append((tokens[step], m["wall_seconds"] * step / m["optimizer_steps"], read_json(f, "")["mean"]))
     return sorted(out)

@@ -42,6 +42,7 @@ from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
 from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row, run_prompts
 from hyper_es.rundir import EVAL_DIR
+from hyper_es.rows import names as row_names
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
         for snap in sorted((baseline / SNAPSHOTS).glob("step-*"), key=lambda p: int(p.name[5:])):
             snapshots[int(snap.name[5:])] = snap
             folders.append(snap)
-            names.append(f"baseline@{snap.name[5:]}")
+            names.append(row_names.snapshot(int(snap.name[5:])))
     bases = {m["base"]["name"] for m in [*(m for _, m in found), read_manifest(baseline)] if m is not None}
     if len(bases) != 1:
         raise DataError(f"{run_dir}: expected finished jobs on one base under directions/, found bases {sorted(bases)}")
@@ -117,19 +118,19 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
     baseline = run_dir / "directions" / "baseline" / "manifest.json"
     if baseline.is_file():
         steps = read_manifest(baseline.parent)["optimizer_steps"]
-        rows += [Row(f"baseline@{s}", "baseline-snapshot", {f"baseline@{s}": 1.0}, raw=True, steps=s)
+        rows += [Row(row_names.snapshot(s), "baseline-snapshot", {row_names.snapshot(s): 1.0}, raw=True, steps=s)
                  for s in snapshots]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
     if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
         steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "hyper-es", steps=total)]
                                                if r.name == start)
-        name = "es" if start == "base" else f"{start}+es"
+        name = row_names.es_row(start)
         rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))
         rows += prompted_row(run_dir / "es", rows[-1])
         grpo = read_manifest(run_dir / "es" / "grpo")
         if grpo is not None:  # ES → GRPO-LoRA
-            rows.append(Row(f"{name}+grpo", "es-grpo", {"es+grpo": 1.0}, raw=True,
+            rows.append(Row(row_names.es_grpo_row(start), "es-grpo", {"es+grpo": 1.0}, raw=True,
                             steps=steps + grpo["optimizer_steps"]))
     best = run_dir / "search" / "best.json"
     if best.is_file():
@@ -169,7 +170,7 @@ VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
 def has_val(kind: str, name: str) -> bool:
     """Whether a row's eval/val/<row>.json is its validation score: a validated kind's own weights and prompts (a
     prompt control's file there is its prompt scan, not a score of the weights' selection)."""
-    return kind in VALIDATED and not name.endswith("+prompt")
+    return kind in VALIDATED and not row_names.is_prompted(name)
 FIRST = ("hyper-es", "search-start", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 

@@ -14,6 +14,7 @@ from hyper_es.rows import PROMPTED
 from hyper_es.tasks import Task
 from hyper_es.tasks.prompt_genome import PROMPT_FILE, TaskPrompts, task_prompts
 from hyper_es.tasks.proposals import with_proposals
+from hyper_es.rows import names as row_names
 
 
 def prompted_row(folder: Path, row) -> list:
@@ -23,7 +24,7 @@ def prompted_row(folder: Path, row) -> list:
     if not path.is_file():
         return []
     genes = read_json(path, f"delete it and {folder.name}/result.json to redo the {folder.name} stage")["genes"]
-    return [replace(row, name=f"{row.name}+prompt", prompt=genes)]
+    return [replace(row, name=row_names.prompted(row.name), prompt=genes)]
 
 
 def run_prompts(recipe: Recipe, run_dir: Path) -> TaskPrompts | None:
@@ -76,7 +77,7 @@ def prompt_controls(prompts: TaskPrompts | None, controls: list[str], rows: list
         if not path.is_file():
             write_json_atomic(path, _choose(prompts, row, val, out / "val", score))
         genes = read_json(path, "delete it to choose that prompt again")["genes"]
-        made.append(replace(row, name=f"{name}+prompt", prompt=genes))
+        made.append(replace(row, name=row_names.prompted(name), prompt=genes))
     return made
 
 

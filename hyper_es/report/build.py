@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hyper_es.cost import Cost
 from hyper_es.report.markdown import report_markdown
+from hyper_es.rows import names as row_names
 
 
 def _read_log(path: Path) -> list[dict]:
@@ -54,9 +55,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
               "rows": result.get("rows"), "scan": ctx.scan}
     out = []
     prompted = {r["name"]: read_json(prompt_file(run_dir, r["name"]), "re-run the evaluation to choose it again")
-                for r in rows if r["name"].endswith("+prompt")}  # chosen prompts, in full in the report
+                for r in rows if row_names.is_prompted(r["name"])}  # chosen prompts, in full in the report
     for r in rows:
-        weights = {**r, "name": r["name"].removesuffix("+prompt")}  # a <row>+prompt costs what its weights did
+        weights = {**r, "name": row_names.weights_of(r["name"])}  # a <row>+prompt costs what its weights did
         cost = KINDS[r["kind"]].cost(run_dir, weights, ctx)
         if r["name"] in prompted and r["kind"] not in PROMPTED:  # a prompt control: + its scan on validation
             cost = cost + Cost(select_tokens=prompted[r["name"]]["tokens"], seconds=prompted[r["name"]]["seconds"])

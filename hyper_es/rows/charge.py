@@ -14,6 +14,7 @@ from hyper_es.directions.manifest import finished_jobs, read_manifest, read_reco
 from hyper_es.io import read_json
 from hyper_es.rundir import EVAL_DIR
 from hyper_es.tasks.proposals import proposal_cost
+from hyper_es.rows.names import baseline_candidate
 
 
 
@@ -78,7 +79,7 @@ def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
     the base, each snapshot and the final, also those not tested) and the `scaled` row's scale scan."""
     val = Path(run_dir) / EVAL_DIR / "val"
     cands = [read_json(p, "delete it to score that candidate again") for p in sorted(val.glob("*.json"))
-             if p.stem in ("base", "baseline") or p.stem.startswith("baseline@")]
+             if baseline_candidate(p.stem)]
     scaled = next((r["val"] for r in rows if r["kind"] == "scaled" and "val" in r), {})
     return {"baseline": Cost(select_tokens=sum(v.get("tokens", 0) for v in cands),
                              seconds=sum(v.get("seconds", 0.0) for v in cands)),

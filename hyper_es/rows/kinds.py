@@ -16,6 +16,7 @@ from hyper_es.io import read_json
 from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, hyper_es_cost, job_cost, scaled_cost,
                                   snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
+from hyper_es.rows import names
 
 
 
@@ -37,8 +38,9 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.jobs import SNAPSHOTS
 
-    name, _, step = row.partition("@")
-    folder = run_dir / "directions" / name / (f"{SNAPSHOTS}/step-{step}" if step else "")
+    step = names.snapshot_step(row)
+    name = "baseline" if step is not None else row
+    folder = run_dir / "directions" / name / (f"{SNAPSHOTS}/step-{step}" if step is not None else "")
     if not (folder / "adapter_config.json").is_file():
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
@@ -135,15 +137,15 @@ def kind_of(row: str) -> RowKind:
     """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, scaled,
     es / <start>+es, …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is
     its kind."""
-    if row.endswith("+prompt"):  # a row's weights with a co-evolved prompt: the kind (cost, update) of the weights
-        return kind_of(row[: -len("+prompt")])
+    if names.is_prompted(row):  # a row's weights with a chosen prompt: the kind (cost, update) of the weights
+        return kind_of(names.weights_of(row))
     if row in ("base", "uniform", "hyper-es", "baseline", "scaled", "search-start"):
         return KINDS[row]
-    if row.endswith("es+grpo"):
+    if names.is_es_grpo(row):
         return KINDS["es-grpo"]
-    if row == "es" or row.endswith("+es"):
+    if names.is_es(row):
         return KINDS["es"]
-    return KINDS["baseline-snapshot" if row.startswith("baseline@") else "direction"]
+    return KINDS["baseline-snapshot" if names.snapshot_step(row) is not None else "direction"]
 
 
 PROMPTED = {"hyper-es": "search", "es": "es"}  # a co-evolved <row>+prompt's kind -> the folder of its prompt.json
