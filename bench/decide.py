@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import shutil
 import sys
@@ -46,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baseline_grid import lr_folder, tune, variant  # noqa: E402  (bench/ is the script's folder)
+from hyper_es.compare.equal import equal_plan  # noqa: E402,F401  (the tests read it here too)
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
@@ -245,28 +245,6 @@ def load_recipe_tasks(path: Path) -> list[str]:
 
     recipe = load_recipe(path)
     return recipe.search.tasks or recipe.training_task_names()
-
-
-def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, budget: str = "tokens") -> dict:
-    """How the baseline gets the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens") or its total
-    wall time ("seconds"), at the baseline's own tokens and seconds per batch. The extra compute goes into each step
-    (accumulated batches: more completions per step), not into more steps: the baseline's steps, lr and snapshots
-    are the tuned ones, and its best snapshot by validation (an early stop) stays as fine-grained. Batches are rounded
-    up, so the control gets at least the budget; at most `max_batches` (then it is `capped`, and the plan says so)."""
-    from hyper_es.directions.manifest import read_manifest
-
-    report = read_json(main / "report.json", "re-run the main stage")
-    row = next(r for r in report["rows"] if r["name"] == "hyper-es")
-    job = read_manifest(main / "directions" / "baseline")
-    steps = job["optimizer_steps"]
-    per_step, per_step_s = job["tokens"] / steps, job["wall_seconds"] / steps
-    equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)  # batches
-    batches = min(equal if budget == "tokens" else equal_s, max_batches or equal)
-    accumulation = max(1, math.ceil(batches / steps))
-    return {"budget": budget, "budget_tokens": row["tokens"], "budget_s": row["wall_s"],
-            "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
-            "accumulation": accumulation, "batches": steps * accumulation, "snapshot_every": baseline_every,
-            "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps * accumulation < equal}
 
 
 def equal_recipe(args, seed: int, lr: float):

@@ -1,0 +1,31 @@
+"""`grpo-equal-compute`: the GRPO-LoRA baseline given the main Hyper-ES row's budget, its generated tokens or its
+wall time, spent on more completions per step at the tuned lr, steps and snapshots."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from hyper_es.io import read_json
+
+
+def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, budget: str = "tokens") -> dict:
+    """How the baseline gets the main Hyper-ES row's cost: its total generated tokens (`budget` "tokens") or its total
+    wall time ("seconds"), at the baseline's own tokens and seconds per batch. The extra compute goes into each step
+    (accumulated batches: more completions per step), not into more steps: the baseline's steps, lr and snapshots
+    are the tuned ones, and its best snapshot by validation (an early stop) stays as fine-grained. Batches are rounded
+    up, so the control gets at least the budget; at most `max_batches` (then it is `capped`, and the plan says so)."""
+    from hyper_es.directions.manifest import read_manifest
+
+    report = read_json(Path(main) / "report.json", "re-run the main run")
+    row = next(r for r in report["rows"] if r["name"] == "hyper-es")
+    job = read_manifest(Path(main) / "directions" / "baseline")
+    steps = job["optimizer_steps"]
+    per_step, per_step_s = job["tokens"] / steps, job["wall_seconds"] / steps
+    equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)  # batches
+    batches = min(equal if budget == "tokens" else equal_s, max_batches or equal)
+    accumulation = max(1, math.ceil(batches / steps))
+    return {"budget": budget, "budget_tokens": row["tokens"], "budget_s": row["wall_s"],
+            "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
+            "accumulation": accumulation, "batches": steps * accumulation, "snapshot_every": baseline_every,
+            "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps * accumulation < equal}
