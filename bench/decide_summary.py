@@ -52,6 +52,6 @@ PLAN = ComparePlan(
 def write_summary(results: Path, seeds: list[int]) -> dict:
     """compare.json, then the toolkit's summary of the committed stages."""
     write_plan(results, PLAN)
-    summary = render(results, seeds)
-    print((results / "summary.md").read_text())
+    summary, text = render(results, seeds)
+    print(text)
     return summary

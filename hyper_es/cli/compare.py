@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hyper_es.cli.app import _fail, command
+from hyper_es.cli.app import command
 
 
 @command("report")
@@ -20,9 +20,6 @@ def report_cmd(
     """Summarize a comparison again from ROOT/compare.json and its run folders (ROOT/seed<N>/<arm>/): every row's
     accuracy and cost, each pair's paired 95% CI per seed and pooled with the seed-level range, and the goal;
     writes ROOT/summary.json, summary.md and accuracy_cost.png."""
-    from hyper_es.compare import PLAN, render
+    from hyper_es.compare import render
 
-    if not (root / PLAN).is_file():
-        _fail(f"{root}: no {PLAN}; expected the folder of a comparison (ROOT/{PLAN} and ROOT/seed<N>/<arm>/)")
-    render(root, seeds, figure=figure)
-    typer.echo((root / "summary.md").read_text())
+    typer.echo(render(root, seeds, figure=figure)[1], nl=False)

@@ -195,7 +195,7 @@ def search_cmd(
         typer.echo(f"{name:<10} val {row['val']:.3f}{test}")
 
 
-def _with_adapter(backend: str, model: str, adapter: Path, rec, kw: dict) -> str:
+def _with_adapter(backend: str, model: str, adapter: Path, kw: dict) -> str:
     """`eval --adapter`: served as a LoRA beside 16-bit weights (checked against the base before an engine starts;
     merged into them, the update would round away), else merged into the weights (fp32 exact, or HF). Returns the
     model to serve; `kw` gets the adapter when it is served as a LoRA."""
@@ -212,8 +212,7 @@ def _with_adapter(backend: str, model: str, adapter: Path, rec, kw: dict) -> str
             _fail(f"--adapter {adapter}: not an adapter of {model} ({exc})")
         kw["adapter"] = adapter
         return model
-    kw.pop("revision", None)
-    return str(with_adapter(model, adapter, revision=rec.model.revision if rec else None))
+    return str(with_adapter(model, adapter, revision=kw.pop("revision", None)))
 
 
 @command("eval")
@@ -271,7 +270,7 @@ def eval_cmd(
         kw.update(revision=rec.model.revision, trust_remote_code=rec.model.trust_remote_code,
                   model_dtype=rec.model.dtype, serve=serve_kwargs(rec))
     if adapter:
-        model = _with_adapter(backend, model, adapter, rec, kw)
+        model = _with_adapter(backend, model, adapter, kw)
     gen, tokenizer = make_generator(backend, model, **kw)
     model = f"{model}+{adapter}" if kw.get("adapter") else model
     try:

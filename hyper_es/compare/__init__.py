@@ -10,9 +10,9 @@ from hyper_es.compare.plan import PLAN, ComparePlan, Goal, read_plan, write_plan
 __all__ = ["PLAN", "ComparePlan", "Goal", "read_plan", "render", "write_plan"]
 
 
-def render(root: Path, seeds: list[int] | None = None, *, figure: bool = True) -> dict:
+def render(root: Path, seeds: list[int] | None = None, *, figure: bool = True) -> tuple[dict, str]:
     """ROOT/summary.json, summary.md and accuracy_cost.png from ROOT/compare.json and the run folders under
-    ROOT/seed<N>/; returns the summary."""
+    ROOT/seed<N>/; returns the summary and its Markdown."""
     from hyper_es.compare import markdown as md
     from hyper_es.compare.figure import figure as draw
     from hyper_es.compare.summary import partial, seed_dirs, summarize
@@ -24,9 +24,11 @@ def render(root: Path, seeds: list[int] | None = None, *, figure: bool = True) -
     summary["partial"] = partial(plan, root, seeds)
     if figure:
         draw(plan, summary, root)
-    evals = [read_json(f, "re-run that arm").get("eval") for d in seed_dirs(root, seeds).values()
-             for arm, _ in plan.rows.values() if (f := d / arm / "report.json").is_file()]
+    reports = (f for d in seed_dirs(root, seeds).values() for arm in dict.fromkeys(a for a, _ in plan.rows.values())
+               if (f := d / arm / "report.json").is_file())
+    evals = (read_json(f, "re-run that arm").get("eval") for f in reports)  # read until one has its settings
     sampling = next((e for e in evals if e), None)  # the arms' sampling settings, for the Pass@k heading
     write_json_atomic(root / "summary.json", summary)
-    (root / "summary.md").write_text(md.markdown(plan, summary, root, sampling, len(seed_dirs(root, seeds))))
-    return summary
+    text = md.markdown(plan, summary, root, sampling, len(seed_dirs(root, seeds)))
+    (root / "summary.md").write_text(text)
+    return summary, text

@@ -60,7 +60,8 @@ class ComparePlan(BaseModel):
 def read_plan(root: Path) -> ComparePlan:
     path = Path(root) / PLAN
     if not path.is_file():
-        raise ConfigError(f"{path}: no comparison plan here; expected ROOT/{PLAN} as `hyper-es compare` writes it")
+        raise ConfigError(f"{path.parent}: no {PLAN}; expected the folder of a comparison (ROOT/{PLAN} and "
+                          f"ROOT/seed<N>/<arm>/)")
     try:
         return ComparePlan.model_validate(json.loads(path.read_text()))
     except ValueError as exc:  # JSON and pydantic errors both

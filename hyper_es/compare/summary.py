@@ -29,9 +29,9 @@ def _report(folder: Path) -> dict | None:
 
 def resolve(plan: ComparePlan, seed_dir: Path) -> dict[str, dict]:
     """label -> {"folder", "row" (the report row), "trained", "tasks"} for every row whose arm has finished."""
-    out = {}
+    out, reports = {}, {arm: _report(seed_dir / arm) for arm in dict.fromkeys(a for a, _ in plan.rows.values())}
     for label, (arm, name) in plan.rows.items():
-        report = _report(seed_dir / arm)
+        report = reports[arm]
         if report is None:
             continue
         want = name or (report.get("baseline_best") or {}).get("name")

@@ -123,8 +123,7 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
     if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
-        steps = 0 if start == "base" else next(r.steps for r in rows + [Row("hyper-es", "hyper-es", steps=total)]
-                                               if r.name == start)
+        steps = 0 if start == "base" else {r.name: r.steps for r in rows}.get(start, total)  # hyper-es: its directions
         name = row_names.es_row(start)
         rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))
         rows += prompted_row(run_dir / "es", rows[-1])
@@ -230,7 +229,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         todo = sorted((r for r in rows if test and not (out / f"{r.name}.json").is_file()),
                       key=lambda r: (FIRST.index(r.kind) if r.kind in FIRST else len(FIRST), r.name in own))
         for row in todo:
-            twin = out / f"{row.name.removesuffix('+prompt')}.json"
+            twin = out / f"{row_names.weights_of(row.name)}.json"
             if row.name in own and twin.is_file():  # the same weights and prompts: the same scores, not re-scored
                 write_row(out / f"{row.name}.json", {**read_row(twin), "name": row.name, "same_as": twin.stem})
                 continue

@@ -21,6 +21,7 @@ from hyper_es import architectures
 from hyper_es.errors import HyperESError
 from hyper_es.merging.genome import Genome
 from hyper_es.merging.methods import METHODS
+from hyper_es.recipe.training import idle_density
 
 logger = logging.getLogger(__name__)
 
@@ -140,9 +141,8 @@ class MergeSettings:
             raise HyperESError(f"unknown merge method '{self.method}'; expected one of: {', '.join(METHODS)}")
         if not 0 < self.density <= 1:
             raise HyperESError(f"density must be in (0, 1], got {self.density}")
-        if METHODS[self.method][0] is None and self.density < 1:
-            raise HyperESError(f"method {self.method} keeps every entry, so density {self.density:g} would change "
-                               f"nothing; expected dare_ties, dare_linear or ties, or density 1")
+        if why := idle_density(self.method, self.density):
+            raise HyperESError(why)
         if self.rescale not in ("l1", "inverse") or self.consensus not in ("sum", "count"):
             raise HyperESError(f"rescale must be l1|inverse and consensus sum|count, got {self.rescale}, "
                                f"{self.consensus}")

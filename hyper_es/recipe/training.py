@@ -18,6 +18,14 @@ METHODS: dict[str, tuple[str | None, bool]] = {
 }
 
 
+def idle_density(method: str, density: float, genes: str | None = None) -> str | None:
+    """Why a density (or density genes) would change nothing under `method` (it keeps every entry), else None."""
+    if METHODS[method][0] is None and (genes or density < 1):
+        return (f"method {method} keeps every entry, so {genes or f'density {density:g}'} would change nothing; "
+                f"expected a sparsifying method (dare_ties, dare_linear, ties), or density 1 without density genes")
+    return None
+
+
 class ModelConfig(Strict):
     name: str
     revision: str | None = None
@@ -151,8 +159,6 @@ class MergeConfig(Strict):
             raise ValueError("per_direction_density and per_layer_density: choose one density layout")
         genes = "per_direction_density" if self.per_direction_density else "per_layer_density" if \
             self.per_layer_density else None
-        if METHODS[self.method][0] is None and (genes or self.density < 1):  # nothing sparsifies: searched for nothing
-            raise ValueError(f"method {self.method} keeps every entry, so {genes or f'density {self.density:g}'} "
-                             f"would change nothing; expected a sparsifying method (dare_ties, dare_linear, ties), "
-                             f"or density 1 without density genes")
+        if why := idle_density(self.method, self.density, genes):  # nothing sparsifies: searched for nothing
+            raise ValueError(why)
         return self

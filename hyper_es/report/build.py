@@ -47,9 +47,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
 
     run_dir = Path(run_dir)
     log = _read_log(run_dir / "search" / "generations.jsonl")
-    ctx = context(run_dir, rows, log)
     result = (read_json(run_dir / "search" / "result.json", "delete it to score the search's rows again (re-run)")
               if (run_dir / "search" / "result.json").is_file() else {})
+    ctx = context(run_dir, rows, log, result)
     search = {"generations": len(log), "evals": result.get("evals"), "seconds": ctx.search.seconds,
               "tokens": ctx.search.search_tokens, "val_tokens": ctx.search.select_tokens,  # fitness; validation
               "rows": result.get("rows"), "scan": ctx.scan}

@@ -45,11 +45,9 @@ def directions_cost(run_dir: Path, names: list[str]) -> Cost:
     return cost
 
 
-def search_cost(run_dir: Path, log: list[dict]) -> tuple[Cost, dict]:
-    """(the search stage's cost, its scale scan) from RUN/search/result.json; a search that has not finished is
-    its generations so far. `log`: the per-generation records (generations.jsonl)."""
-    path = Path(run_dir) / "search" / "result.json"
-    result = read_json(path, "delete it to score the search's rows again (re-run)") if path.is_file() else {}
+def search_cost(run_dir: Path, result: dict, log: list[dict]) -> tuple[Cost, dict]:
+    """(the search stage's cost, its scale scan) from RUN/search/result.json as read (`result`; {}: a search that
+    has not finished is its generations so far). `log`: the per-generation records (generations.jsonl)."""
     scan = result.get("scale_scan") or {}
 
     def legacy(result: dict) -> Cost:  # written before the cost record: the report rebuilt it from the log
@@ -86,8 +84,9 @@ def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
             "scaled": Cost(select_tokens=scaled.get("tokens", 0), seconds=scaled.get("seconds", 0.0))}
 
 
-def context(run_dir: Path, rows: list[dict], log: list[dict]) -> Context:
-    search, scan = search_cost(run_dir, log)
+def context(run_dir: Path, rows: list[dict], log: list[dict], result: dict) -> Context:
+    """What the rows' charges share; `log` and `result`: the search's generations.jsonl and result.json as read."""
+    search, scan = search_cost(run_dir, result, log)
     return Context(dirs=[m["name"] for _, m in finished_jobs(run_dir)], search=search, scan=scan,
                    val=selection_costs(run_dir, rows))
 

@@ -99,7 +99,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         scorer.prepare(st.fit_pool, st.val, st.test)
         validation = Validation(scorer, st.val)
         driver, co, scan, x0 = drive_search(st, scorer, validation, stack)
-        result, x_best = finish(st, scorer, validation, driver, co, scan, x0)
+        result, x_best = finish(st, scorer, validation, driver, scan, x0)
         engine.restore()
     (st.out / "best.json").write_text(st.genome.to_json(x_best))
     if co:  # the prompt the hyper-es row was scored with
@@ -118,9 +118,10 @@ def prepare(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, 
     prepare_search(recipe, run_dir)  # RUN/recipe.yaml, and the directions the recipe names
     recipe = proposed(recipe, run_dir, backend)  # co-evolution's template rewrites, if asked for: before the engine
     ds = DirectionSet.from_run(run_dir)
-    _check_directions(recipe, run_dir, ds)
+    zero = ds.zero_directions()  # reads every dense tensor: once
+    _check_directions(recipe, run_dir, ds, zero)
     genome, settings = recipe_genome(recipe, ds)
-    if zero := ds.zero_directions():
+    if zero:
         logger.warning("direction%s %s: ΔW is 0 in every tensor (its training rewards never varied, so GRPO's "
                        "advantages were 0), so %d of the "
                        "genome's %d genes cannot change the model", "s" * (len(zero) > 1), ", ".join(zero),
@@ -139,12 +140,12 @@ def prepare(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, 
     return Setup(recipe, run_dir, backend, ds, genome, settings, tasks, fit_pool, val, test, fit_reward)
 
 
-def _check_directions(recipe: Recipe, run_dir: Path, ds: DirectionSet) -> None:
+def _check_directions(recipe: Recipe, run_dir: Path, ds: DirectionSet, zero: list[str]) -> None:
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
     if Path(ds.base_path).resolve() != Path(base).resolve():
         raise DataError(f"{run_dir}/directions: trained on '{ds.base}', but the recipe's model.name is "
                         f"'{recipe.model.name}'")
-    if len(ds.zero_directions()) == len(ds):
+    if len(zero) == len(ds):
         raise DataError(f"{run_dir}/directions: every direction is 0 in every tensor, so no merge of them changes the "
                         f"model (their jobs' rewards never varied: GRPO's advantages were 0); train them with a "
                         f"reward the base can earn (gradient.rewards), or name other adapters")
@@ -239,10 +240,10 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
     return driver, co, scan, x0
 
 
-def finish(st: Setup, scorer, validation: Validation, driver, co, scan, x0) -> tuple[dict, np.ndarray]:
+def finish(st: Setup, scorer, validation: Validation, driver, scan, x0) -> tuple[dict, np.ndarray]:
     """The guard (the best by validation against x0), each reference row on validation and test, and the stage's
     cost; returns (result, the kept genome)."""
-    state, t_after = driver.state, time.perf_counter()
+    state, t_after, co = driver.state, time.perf_counter(), validation.co
     best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
     x_best, start = np.array(best["x"]), co.start() if co else None
     genes_best = co.from_json(best["prompt"], "the best validation entry") if co else None
