@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hyper_es.compare import grid  # noqa: E402
-from hyper_es.compare.grid import best_trained, next_lr  # noqa: E402,F401  (the tests read them here too)
 from hyper_es.recipe import load_recipe  # noqa: E402
 
 logger = logging.getLogger("baseline_grid")

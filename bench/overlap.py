@@ -15,6 +15,7 @@ from pathlib import Path
 import hyper_es as hx
 from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
+from hyper_es.report.markdown import fmt_diff
 from hyper_es.compare.summary import resolve
 from hyper_es.tasks import get_task
 
@@ -44,10 +45,6 @@ def gap(rows: dict, a: str, b: str, keep) -> list:
     return strata
 
 
-def fmt(d) -> str:
-    return f"{100 * d.diff:+.1f} [{100 * d.low:.1f}, {100 * d.high:.1f}]"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "decide2")
@@ -66,9 +63,9 @@ def main() -> None:
             cells, pooled = [], []
             for s in args.seeds:
                 strata = gap(per_seed[s], "hyper-es", control, keep)
-                cells.append(fmt(stats.paired_bootstrap(strata)))
+                cells.append(fmt_diff(stats.paired_bootstrap(strata).to_dict()))
                 pooled += strata
-            print(f"| {control} | {label} | " + " | ".join(cells) + f" | {fmt(stats.paired_bootstrap(pooled))} |")
+            print(f"| {control} | {label} | " + " | ".join(cells) + f" | {fmt_diff(stats.paired_bootstrap(pooled).to_dict())} |")
     where = args.results.resolve()
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where.name
     print(f"\ncommand: python bench/overlap.py --results {shown} --seeds " + " ".join(map(str, args.seeds)))

@@ -6,20 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyper_es.compare.plan import ComparePlan
+from hyper_es.directions.manifest import read_manifest
 from hyper_es.io import read_json
+from hyper_es.rundir import EVAL_DIR
 from hyper_es.rows.names import snapshot_step
 
 
 def curves(seed_dir: Path, arm: str) -> list[tuple[int, float, float]]:
     """(generated training tokens, wall s, validation accuracy) of every candidate of an arm's GRPO run."""
     folder = seed_dir / arm
-    manifest = folder / "directions" / "baseline" / "manifest.json"
-    if not manifest.is_file():
+    m = read_manifest(folder / "directions" / "baseline")
+    if m is None:
         return []
-    m = read_json(manifest, "")
     tokens = dict(map(tuple, m.get("token_curve") or []))
     out = []
-    for f in sorted((folder / "eval" / "val").glob("baseline*.json")):
+    for f in sorted((folder / EVAL_DIR / "val").glob("baseline*.json")):
         step = m["optimizer_steps"] if f.stem == "baseline" else snapshot_step(f.stem)
         if step in tokens:
             out.append((tokens[step], m["wall_seconds"] * step / m["optimizer_steps"], read_json(f, "")["mean"]))

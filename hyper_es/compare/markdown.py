@@ -7,10 +7,7 @@ import json
 from pathlib import Path
 
 from hyper_es.compare.plan import ComparePlan
-
-
-def _fmt(d: dict | None) -> str:
-    return "—" if d is None else f"{100 * d['diff']:+.1f} [{100 * d['low']:.1f}, {100 * d['high']:.1f}]"
+from hyper_es.report.markdown import fmt_diff as _fmt
 
 
 def _n(v) -> str:

@@ -4,12 +4,13 @@ it with the per-seed run folders (ROOT/seed<N>/<arm>/) and renders the summary a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hyper_es.errors import ConfigError
+from hyper_es.io import read_json
+from hyper_es.recipe.load import format_validation_error
 
 PLAN = "compare.json"
 
@@ -63,11 +64,10 @@ def read_plan(root: Path) -> ComparePlan:
         raise ConfigError(f"{path.parent}: no {PLAN}; expected the folder of a comparison (ROOT/{PLAN} and "
                           f"ROOT/seed<N>/<arm>/)")
     try:
-        return ComparePlan.model_validate(json.loads(path.read_text()))
-    except ValueError as exc:  # JSON and pydantic errors both
-        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(plan)'}: {e['msg']}" for e in exc.errors()) \
-            if isinstance(exc, ValidationError) else str(exc)
-        raise ConfigError(f"{path}: {where}") from None
+        return ComparePlan.model_validate(read_json(path, "write it again (`bench/decide.py --summary-only` writes "
+                                                          "the re-decision's)"))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(path, exc)) from None
 
 
 def write_plan(root: Path, plan: ComparePlan) -> Path:

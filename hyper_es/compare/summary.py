@@ -11,6 +11,7 @@ from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
 from hyper_es.io import read_json
 from hyper_es.rows import prompt_file
+from hyper_es.rundir import EVAL_DIR
 
 POOLING = "mean over seed × task strata, equal weights; problems resampled within each stratum"
 
@@ -166,9 +167,9 @@ def partial(plan: ComparePlan, root: Path, seeds: list[int] | None = None) -> di
     for seed, seed_dir in seed_dirs(root, seeds).items():
         for arm in plan.partial_arms:
             folder = seed_dir / arm
-            if _report(folder) is not None or not (folder / "eval" / "hyper-es.json").is_file():
+            if (folder / "report.json").is_file() or not (folder / EVAL_DIR / "hyper-es.json").is_file():
                 continue
-            rows = {p.stem: read_json(p, "re-run the arm") for p in sorted((folder / "eval").glob("*.json"))}
+            rows = {p.stem: read_json(p, "re-run the arm") for p in sorted((folder / EVAL_DIR).glob("*.json"))}
             tasks = list(rows["hyper-es"]["results"])
             trained = [t for t in tasks if t != plan.transfer]
             entry = {"rows": {n: {t: r["results"][t]["greedy"] for t in tasks if t in r["results"]}

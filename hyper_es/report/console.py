@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hyper_es.evaluate.runner import TaskResult
-from hyper_es.report.markdown import _fmt, _fmt_diff
+from hyper_es.report.markdown import _fmt, fmt_diff
 
 
 def _print(table: Table, console: Console | None) -> None:
@@ -93,6 +93,6 @@ def report_table(report: dict, console: Console | None = None) -> Table:
             (res.get("greedy") for res in r["results"].values()), None)
         diff = (vs.get(r["name"]) or {}).get("pooled", {}).get(pooled) if pooled else None
         table.add_row(*map(escape, [r["name"], _fmt(r["optimizer_steps"]), _fmt(tokens), _fmt(r["wall_s"], 0),
-                                    _fmt(greedy), "ref" if r["name"] == ref else _fmt_diff(diff)]))
+                                    _fmt(greedy), "ref" if r["name"] == ref else fmt_diff(diff)]))
     _print(table, console)
     return table

@@ -12,7 +12,7 @@ def _fmt(v, digits=3) -> str:
     return "—" if v is None else f"{v:.{digits}f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def _fmt_diff(d: dict | None) -> str:
+def fmt_diff(d: dict | None) -> str:
     """A difference and its CI in points (×100, one decimal): "+1.0 [-2.0, 4.0]"."""
     if d is None:
         return "—"
@@ -59,8 +59,8 @@ def _paired_columns(report: dict, ref: str) -> tuple[list[str], list[list[str]]]
     paired = report.get("paired") or {}
     pooled = list(paired.get("pooled", {}))
     head = ["model", *report["tasks"], *[f"pooled: {p}" for p in pooled]]
-    body = [[name, *[_fmt_diff(d["tasks"].get(t)) for t in report["tasks"]],
-             *[_fmt_diff(d["pooled"].get(p)) for p in pooled]]
+    body = [[name, *[fmt_diff(d["tasks"].get(t)) for t in report["tasks"]],
+             *[fmt_diff(d["pooled"].get(p)) for p in pooled]]
             for name, d in paired.get("vs", {}).get(ref, {}).items()]
     return head, body
 

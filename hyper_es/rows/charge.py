@@ -26,6 +26,14 @@ class Context:
     search: Cost = field(default_factory=Cost)
     scan: dict = field(default_factory=dict)
     val: dict = field(default_factory=dict)
+    _directions: dict = field(default_factory=dict, repr=False)  # run folder -> its directions' cost, read once
+
+    def directions_of(self, run_dir: Path) -> Cost:
+        """`directions_cost` of the run's directions, computed once per run folder for every row that needs it."""
+        key = str(run_dir)
+        if key not in self._directions:
+            self._directions[key] = directions_cost(run_dir, self.dirs)
+        return self._directions[key]
 
 
 def jobs_cost(run_dir: Path, names: list[str]) -> Cost:
@@ -101,16 +109,16 @@ def job_cost(run_dir, row, ctx) -> Cost:
 
 
 def uniform_cost(run_dir, row, ctx) -> Cost:
-    return directions_cost(run_dir, ctx.dirs)
+    return ctx.directions_of(run_dir)
 
 
 def hyper_es_cost(run_dir, row, ctx) -> Cost:
-    return directions_cost(run_dir, ctx.dirs) + ctx.search
+    return ctx.directions_of(run_dir) + ctx.search
 
 
 def start_cost(run_dir, row, ctx) -> Cost:
     """The search's start without the search: the directions, then the scale scan on the fitness rows."""
-    return directions_cost(run_dir, ctx.dirs) + Cost(search_tokens=ctx.scan.get("tokens", 0),
+    return ctx.directions_of(run_dir) + Cost(search_tokens=ctx.scan.get("tokens", 0),
                                                      seconds=ctx.scan.get("seconds") or 0.0)
 
 
@@ -134,7 +142,7 @@ def es_cost(run_dir, row, ctx) -> Cost:
 
     start = es_start(run_dir)
     before = (Cost() if start == "base" else jobs_cost(run_dir, ["baseline"]) if start == "baseline"
-              else directions_cost(run_dir, ctx.dirs) + ctx.search)
+              else ctx.directions_of(run_dir) + ctx.search)
     shared = start == "hyper-es" and proposal_cost(run_dir, "search")[0] > 0  # the search's proposals, counted once
     return before + es_stage_cost(run_dir, proposals=not shared)
 

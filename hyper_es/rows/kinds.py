@@ -17,6 +17,7 @@ from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, hyp
                                   snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.rows import names
+from hyper_es.rundir import EVAL_DIR
 
 
 
@@ -30,7 +31,7 @@ class RowKind:
 
 def _scaled_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The baseline's ΔW times the scale chosen on validation (eval/val/scaled.json)."""
-    scale = read_json(run_dir / "eval" / "val" / "scaled.json", "delete it to scan the scales again")["scale"]
+    scale = read_json(run_dir / EVAL_DIR / "val" / "scaled.json", "delete it to scan the scales again")["scale"]
     return {t: scale * d for t, d in _adapter_update(run_dir, "baseline", recipe).items()}
 
 
@@ -157,7 +158,7 @@ def prompt_file(run_dir: str | Path, row: str) -> Path:
     kind = kind_of(row).name
     if kind in PROMPTED:
         return Path(run_dir) / PROMPTED[kind] / PROMPT_FILE
-    return Path(run_dir) / "eval" / "val" / f"{row}.json"
+    return Path(run_dir) / EVAL_DIR / "val" / f"{row}.json"
 
 
 def row_update(run_dir: str | Path, row: str, recipe) -> dict[str, torch.Tensor]:
