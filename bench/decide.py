@@ -45,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baseline_grid import lr_folder, tune, variant  # noqa: E402  (bench/ is the script's folder)
-from hyper_es.compare.equal import equal_plan  # noqa: E402,F401  (the tests read it here too)
+from hyper_es.compare.equal import equal_overlay, equal_plan  # noqa: E402  (the tests read equal_plan here too)
+from hyper_es.compare.run import link  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
@@ -78,16 +79,8 @@ def folders(root: Path, seed: int, lr: float) -> dict[str, Path]:
 
 def link_shared(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...] = SHARED_ROWS) -> None:
     """Hard links to the main run's baseline (directions/baseline) and the evaluation files of `rows`: only rows whose
-    weights `dest` shares (a folder that trains its own baseline shares the base alone)."""
-    if baseline and not (dest / "directions" / "baseline").exists():
-        shutil.copytree(src / "directions" / "baseline", dest / "directions" / "baseline", copy_function=os.link)
-    for pattern in rows:
-        for sub in ("eval", "eval/val"):
-            for f in (src / sub).glob(f"{pattern}.json"):
-                target = dest / sub / f.name
-                if not target.exists():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.link(f, target)
+    weights `dest` shares (a folder that trains its own baseline shares the base alone). The toolkit's `link`."""
+    link(src, dest, baseline=baseline, rows=rows)
 
 
 def share_base(results: Path, run_dir: Path) -> bool:
@@ -264,10 +257,8 @@ def equal_recipe(args, seed: int, lr: float):
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
-    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal", overrides={
-        "gradient.directions_from": "jobs", "gradient.baseline_steps": plan["steps"],
-        "gradient.accumulation_steps": plan["accumulation"], "gradient.baseline_snapshot_every": plan["snapshot_every"],
-        "gradient.checkpoint_every": 1, "search.scale_scan": None})  # a step is long: a checkpoint after each
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal",
+                     overrides=equal_overlay(plan))
     return recipe, f["equal"]
 
 

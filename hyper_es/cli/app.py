@@ -58,13 +58,14 @@ def _writable(out: Path, *, folder: bool, opt: str = "--out") -> Path:
     return out
 
 
-def _ints(text: str, opt: str) -> tuple[int, ...]:
+def _ints(text: str, opt: str, minimum: int = 1) -> tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         vals = ()
-    if not vals or min(vals) < 1:
-        _fail(f"{opt}: expected comma-separated positive integers like 1,8; got '{text}'")
+    if not vals or min(vals) < minimum:
+        kind, like = ("positive integers", "1,8") if minimum == 1 else ("integers from 0", "0,1,2")
+        _fail(f"{opt}: expected comma-separated {kind} like {like}; got '{text}'")
     return vals
 
 

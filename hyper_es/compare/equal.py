@@ -29,3 +29,11 @@ def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, 
             "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
             "accumulation": accumulation, "batches": steps * accumulation, "snapshot_every": baseline_every,
             "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps * accumulation < equal}
+
+
+def equal_overlay(plan: dict) -> dict:
+    """The control's recipe overlay: the baseline alone at the plan's steps, accumulated batches and snapshots, with
+    a checkpoint after every step (a step is long), and no search (so no scale scan)."""
+    return {"gradient": {"directions_from": "jobs", "baseline_steps": plan["steps"], "checkpoint_every": 1,
+                         "accumulation_steps": plan["accumulation"], "baseline_snapshot_every": plan["snapshot_every"]},
+            "search": {"scale_scan": None}}

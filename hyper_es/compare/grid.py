@@ -17,6 +17,7 @@ from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe, recipe_from_dict
 
 logger = logging.getLogger(__name__)
+GRID_FILE = "lr_grid.json"  # a seed's grid: ROOT/seed<N>/lr_grid.json
 CRITERION = ("an lr scores its best trained adapter (snapshots and final) by greedy validation accuracy, ties to "
              "fewer steps; ties between lrs go to the smaller lr")
 
@@ -24,19 +25,26 @@ CRITERION = ("an lr scores its best trained adapter (snapshots and final) by gre
 def variant(recipe: Recipe, *, lr: float, seed: int, pass_k_limit: int | None = None, overrides: dict | None = None,
             suffix: str = "") -> Recipe:
     """The recipe at this learning rate and seed (gradient and search), testing the best snapshot by validation and
-    sampling Pass@k on the trained tasks only. `overrides`: {"section.field": value} or {"section": value}."""
-    data = recipe.model_dump(mode="json")
-    for key, value in (overrides or {}).items():
-        section, _, field = key.partition(".")
-        if field:
-            data[section][field] = value
-        else:
-            data[section] = value
+    sampling Pass@k on the trained tasks only. `overrides`: a recipe overlay (`overlay`)."""
+    data = overlay(recipe.model_dump(mode="json"), overrides or {})
     data["gradient"].update(learning_rate=lr, seed=seed)
     data["search"]["seed"] = seed
     data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best", pass_k_tasks=recipe.training_task_names())
     data["name"] = f"{data['name']}-lr{lr:g}-seed{seed}{suffix}"
     return recipe_from_dict(data, recipe._path)  # the same folder: relative data paths resolve as in the recipe
+
+
+def overlay(data: dict, changes: dict) -> dict:
+    """`data` (a recipe as plain data) with `changes` laid over it: a mapping is merged key by key into a mapping,
+    anything else replaces; a dotted key ("gradient.vary") names a nested field."""
+    out = dict(data)
+    for key, value in changes.items():
+        head, _, rest = key.partition(".")
+        if rest:
+            value = {rest: value}
+        old = out.get(head)
+        out[head] = overlay(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+    return out
 
 
 def best_trained(vals: list[dict]) -> dict:
@@ -59,9 +67,10 @@ def score_lr(recipe: Recipe, run_dir: Path) -> dict:
     from hyper_es.directions.collect import collect
     from hyper_es.directions.manifest import read_manifest
     from hyper_es.evaluate.final import evaluate_run
+    from hyper_es.recipe.isolate import in_own_process
 
     collect(recipe, run_dir, baseline=True)
-    vals = evaluate_run(recipe, run_dir, test=False)
+    vals = in_own_process(recipe, "validation", evaluate_run, run_dir, test=False)  # no engine left in the driver
     best = best_trained(vals)
     job = read_manifest(Path(run_dir) / "directions" / "baseline")
     logger.info("lr %g: best %s, validation %.4f", recipe.gradient.learning_rate, best["name"], best["val"]["mean"])

@@ -18,15 +18,23 @@ def _rows(plan: ComparePlan, summary: dict) -> list[str]:
     lines = [f"# {plan.title}", "",
              "Greedy test accuracy and what each row cost (generated tokens: train = GRPO completions and the "
              "difficulty measurement, search = fitness, select = validation scorings to choose it):", "",
-             "| seed | row | adapter | steps | train | search | select | total tokens | wall s | val | trained tasks "
-             f"| {plan.transfer} |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| seed | row | adapter | steps | train | search | select | total tokens | wall s | val | trained tasks |"
+             + (f" {plan.transfer} |" if plan.transfer else ""), "|---|---|---|---|---|---|---|---|---|---|---|"
+             + ("---|" if plan.transfer else "")]
     for seed, e in summary["seeds"].items():
         for label, r in e["rows"].items():
             val = "—" if r["val"] is None else f"{r['val']:.3f}"
             lines.append(f"| {seed} | {label} | {r['name']} | {r['steps']} | {_n(r['train_tokens'])} | "
                          f"{_n(r['search_tokens'])} | {_n(r['select_tokens'])} | {_n(r['tokens'])} | "
-                         f"{_n(r['wall_s'])} | {val} | {r['trained']:.4f} | "
-                         f"{r['greedy'].get(plan.transfer, float('nan')):.2f} |")
+                         f"{_n(r['wall_s'])} | {val} | {r['trained']:.4f} |"
+                         + (f" {r['greedy'].get(plan.transfer, float('nan')):.2f} |" if plan.transfer else ""))
+    grids = {seed: g for seed, e in summary["seeds"].items() if (g := next(
+        (r["grid"] for r in e["rows"].values() if r.get("grid")), None))}
+    if grids:
+        lines += ["", "Each row trained at the chosen learning rate also carries the lr grid's other lrs (their "
+                  "training and validation scorings): " + "; ".join(
+                      f"seed {seed}: {g['lrs']} lrs, {_n(g['train_tokens'] + g['select_tokens'])} tokens, "
+                      f"{_n(g['seconds'])} s" for seed, g in grids.items()) + "."]
     return lines
 
 
@@ -64,19 +72,22 @@ def _scale_fits(summary: dict) -> list[str]:
 def _differences(plan: ComparePlan, summary: dict, sampling: dict | None) -> list[str]:
     lines = ["", "Differences, greedy, points, paired bootstrap 95% CI (trained tasks pooled; per seed, then pooled "
              "over seeds with the seed-level mean [min, max]):", "",
-             "| comparison | " + " | ".join(f"seed {s}" for s in summary["seeds"]) + " | pooled | seed mean [min, max] "
-             f"| {plan.transfer} pooled |", "|---|" + "---|" * (len(summary["seeds"]) + 3)]
+             "| comparison | " + " | ".join(f"seed {s}" for s in summary["seeds"]) + " | pooled | seed mean [min, max] |"
+             + (f" {plan.transfer} pooled |" if plan.transfer else ""),
+             "|---|" + "---|" * (len(summary["seeds"]) + 2 + bool(plan.transfer))]
     for key, groups in summary["pooled"].items():
         if "trained" not in groups:
             continue
         p = groups["trained"]
         cells = [_fmt(summary["seeds"][s]["vs"].get(key, {}).get("trained")) for s in summary["seeds"]]
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {_fmt(p)} | {100 * p['seed_mean']:+.1f} "
-                     f"[{100 * p['seed_min']:+.1f}, {100 * p['seed_max']:+.1f}] | {_fmt(groups.get(plan.transfer))} |")
+                     f"[{100 * p['seed_min']:+.1f}, {100 * p['seed_max']:+.1f}] |"
+                     + (f" {_fmt(groups.get(plan.transfer))} |" if plan.transfer else ""))
     sampled = [(k, g) for k, g in summary["pooled"].items() if any(m in g for m in plan.pass_k)]
     if sampled:
-        how = (f"n = {sampling['n']}, T = {sampling['temperature']:g}, the first {sampling['pass_k_limit']} test "
-               "problems of each trained task, per-problem seeds") if sampling else "sampled"
+        first = f"the first {sampling['pass_k_limit']}" if sampling and sampling["pass_k_limit"] else "the"
+        how = (f"n = {sampling['n']}, T = {sampling['temperature']:g}, {first} test problems of each trained task, "
+               "per-problem seeds") if sampling else "sampled"
         lines += ["", f"Pass@k ({how}), pooled over the seeds on which both rows were sampled (a snapshot chosen as a "
                   "row is scored greedily only), points:", "",
                   "| comparison | " + " | ".join(plan.pass_k) + " | seeds |", "|---|" + "---|" * (len(plan.pass_k) + 1)]
@@ -89,8 +100,8 @@ def _goal(plan: ComparePlan, summary: dict, seeds: int) -> list[str]:
     g = plan.goal
     lines = ["", f"Goal: ≥ the strongest control + {g.points:g} point{'s' * (g.points != 1)} pooled, CI above 0, ahead "
              f"in ≥ {g.seeds_ahead} of {seeds} seeds (by point estimate; `seeds_ci_above_0` counts the seeds whose own "
-             f"CI is above 0), ≤ {g.steps_ratio:.0%} of the baseline's steps, no {plan.transfer_label or plan.transfer} "
-             "loss beyond its CI:"]
+             f"CI is above 0), ≤ {g.steps_ratio:.0%} of the baseline's steps"
+             + (f", no {plan.transfer_label or plan.transfer} loss beyond its CI:" if plan.transfer else ":")]
     return lines + [f"- {m}: **{v['status']}** ({json.dumps({k: x for k, x in v.items() if k != 'status'})})"
                      for m, v in summary["goal"].items()]
 
@@ -126,8 +137,10 @@ def _partial(plan: ComparePlan, part: dict) -> list[str]:
                   "|---|" + "---|" * len(tasks)]
         lines += [f"| {n} | " + " | ".join(f"{acc.get(t, float('nan')):.3f}" for t in tasks) + " |"
                   for n, acc in entry["rows"].items()]
-        lines += ["", f"| hyper-es minus | trained tasks pooled | {plan.transfer} |", "|---|---|---|"]
-        lines += [f"| {n} | {_fmt(g.get('trained'))} | {_fmt(g.get(plan.transfer))} |" for n, g in entry["vs"].items()]
+        t = plan.transfer
+        lines += ["", "| hyper-es minus | trained tasks pooled |" + (f" {t} |" if t else ""), "|---|---|" + "---|" * bool(t)]
+        lines += [f"| {n} | {_fmt(g.get('trained'))} |" + (f" {_fmt(g.get(t))} |" if t else "")
+                  for n, g in entry["vs"].items()]
     return lines
 
 

@@ -41,11 +41,12 @@ class ComparePlan(BaseModel):
     scale_fit_arms: list[str] = Field(default_factory=list)  # arms with scale_fit.json
     partial_arms: list[str] = Field(default_factory=list)  # arms whose rows are shown while still evaluating
     curves: dict[str, str] = Field(default_factory=dict)  # arm -> label of its GRPO run's validation curve
+    tuned: list[str] = Field(default_factory=list)  # labels charged the lr grid's other lrs (seed<N>/lr_grid.json)
     goal: Goal = Field(default_factory=Goal)
 
     @model_validator(mode="after")
     def _known_labels(self) -> ComparePlan:
-        named = [*self.methods, *self.controls, *self.refs, *self.prompted, self.baseline,
+        named = [*self.methods, *self.controls, *self.refs, *self.prompted, *self.tuned, self.baseline,
                  *(x for p in self.pairs for x in p)]
         unknown = sorted({n for n in named if n not in self.rows})
         if unknown:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hyper_es.compare.grid import GRID_FILE
 from hyper_es.compare.plan import ComparePlan
 from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
@@ -65,14 +66,29 @@ def _sampled(r: dict) -> bool:
     return any("pass@1" in res for res in r["row"]["results"].values())
 
 
-def row_entry(r: dict, trained: list[str]) -> dict:
+def row_entry(r: dict, trained: list[str], grid: dict | None = None) -> dict:
+    """A row's accuracy and cost; `grid` (the lr grid's other lrs, `grid_cost`) is added to its cost when given."""
     row = r["row"]
     greedy = {t: res["greedy"] for t, res in row["results"].items()}
-    return {"name": row["name"], "steps": row["optimizer_steps"], "train_tokens": row["train_tokens"],
-            "search_tokens": row["search_tokens"], "select_tokens": row["select_tokens"], "tokens": row["tokens"],
-            "wall_s": row["wall_s"], "greedy": greedy,
-            "trained": sum(greedy[t] for t in trained) / len(trained) if trained else None,
-            "val": (row.get("val") or {}).get("mean")}
+    g = grid or {"train_tokens": 0, "select_tokens": 0, "seconds": 0.0}
+    return {"name": row["name"], "steps": row["optimizer_steps"], "train_tokens": row["train_tokens"] + g["train_tokens"],
+            "search_tokens": row["search_tokens"], "select_tokens": row["select_tokens"] + g["select_tokens"],
+            "tokens": row["tokens"] + g["train_tokens"] + g["select_tokens"], "wall_s": row["wall_s"] + g["seconds"],
+            "greedy": greedy, "trained": sum(greedy[t] for t in trained) / len(trained) if trained else None,
+            "val": (row.get("val") or {}).get("mean"), **({"grid": grid} if grid else {})}
+
+
+def grid_cost(seed_dir: Path) -> dict | None:
+    """What choosing the lr cost besides the chosen lr's own run: every other lr's training and validation scoring
+    (seed<N>/lr_grid.json); None without a finished grid."""
+    path = seed_dir / GRID_FILE
+    grid = read_json(path, "re-run the comparison's grid") if path.is_file() else {}
+    if grid.get("chosen") is None:
+        return None
+    others = [v for lr, v in grid["lrs"].items() if float(lr) != grid["chosen"]]
+    return {"lrs": len(others), "train_tokens": sum(v["train"]["tokens"] for v in others),
+            "select_tokens": sum(v["validation"]["tokens"] for v in others),
+            "seconds": sum(v["train"]["wall_s"] + v["validation"]["seconds"] for v in others)}
 
 
 def _seed_files(plan: ComparePlan, seed_dir: Path, entry: dict) -> None:
@@ -96,7 +112,9 @@ def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict) -> dict | 
         return None
     trained = rows["base"]["trained"]
     transfer = [t for t in rows["base"]["tasks"] if t == plan.transfer]
-    entry = {"rows": {label: row_entry(r, trained) for label, r in rows.items()}, "vs": {}}
+    grid = grid_cost(seed_dir) if plan.tuned else None
+    entry = {"rows": {label: row_entry(r, trained, grid if label in plan.tuned else None)
+                      for label, r in rows.items()}, "vs": {}}
     _seed_files(plan, seed_dir, entry)
     for m, c in plan.all_pairs():
         if m not in rows or c not in rows:

@@ -1,7 +1,7 @@
 """Recipe schema: one validated YAML file drives the whole pipeline. `fields` (base model, field types) → `data`
 (sources, prompt, task) → `training` (model, gradient jobs, merge), `directions` (existing adapters) → `search`
-(search, ES, evaluation, executor, co-evolution) → `schema` (the Recipe) → `load` (YAML in, one line per error
-out) → `isolate` (a stage in a child process, the recipe as plain data)."""
+(search, ES, evaluation, executor, co-evolution), `compare` (`hyper-es compare`) → `schema` (the Recipe) → `load`
+(YAML in, one line per error out) → `isolate` (a stage in a child process, the recipe as plain data)."""
 
 from hyper_es.recipe.data import (
     SOURCE_TAGS,
@@ -13,6 +13,7 @@ from hyper_es.recipe.data import (
     Source,
     TaskConfig,
 )
+from hyper_es.recipe.compare import CompareConfig
 from hyper_es.recipe.directions import AdapterRef, DirectionsConfig
 from hyper_es.recipe.fields import Strict
 from hyper_es.recipe.load import (
@@ -36,7 +37,7 @@ from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraConfig, MergeConfig, ModelConfig
 
 __all__ = [
-    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig",
+    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig",
     "FileSource", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
     "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "ServeConfig", "Source", "Strict",
     "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "pin_run_partitions",

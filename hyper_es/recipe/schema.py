@@ -8,6 +8,7 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, model_validator
 
+from hyper_es.recipe.compare import CompareConfig
 from hyper_es.recipe.data import TaskConfig
 from hyper_es.recipe.directions import DirectionsConfig
 from hyper_es.recipe.fields import PosInt, Strict
@@ -30,6 +31,8 @@ class Recipe(Strict):
     es: ESConfig = Field(default_factory=ESConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     coevolve: CoevolveConfig | None = Field(None, description="co-evolve prompts with the parameters (none: fixed)")
+    compare: CompareConfig = Field(default_factory=CompareConfig, description="`hyper-es compare`: the baseline's "
+                                   "lr grid, the controls and the variants")
     method: Literal["hyper-es", "es"] = Field(
         "hyper-es", description="what `hyper-es run` trains besides the GRPO-LoRA baseline: Hyper-ES (directions + "
         "search), or full-parameter ES (the `es` section)")
@@ -62,6 +65,11 @@ class Recipe(Strict):
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")
+        t = self.compare.transfer
+        if t is not None and (t not in names or self.task(t).test is None or t in self.training_task_names()
+                              or t in (self.search.tasks or [])):
+            raise ValueError(f"@compare.transfer: '{t}' is not a task with a test split that no stage trains or "
+                             f"searches on")
         if self.directions and self.method == "es":
             raise ValueError("@directions: method: es searches no directions; expected method: hyper-es")
         if self.directions and self.gradient.directions_from == "snapshots":

@@ -1,0 +1,195 @@
+"""`hyper-es compare RECIPE --seeds 0 1 2 --out ROOT`: Hyper-ES against the strongest simple controls, per seed and
+pooled. Stage by stage over the seeds (every seed's grid, then every seed's main run, ...), so the comparisons that
+cost least are complete first; every stage resumes from its folder, and the summary is rendered after each.
+
+    ROOT/recipe.yaml, compare.json, summary.json, summary.md, accuracy_cost.png
+    ROOT/seed<N>/lr_grid.json     the baseline's lr grid (compare/grid.py), grown until its best is interior
+    ROOT/seed<N>/grid/lr<lr>/     one baseline run per lr, scored on validation
+    ROOT/seed<N>/main/            `hyper-es run` at the chosen lr: base, baseline, its early stop, scaled, hyper-es
+    ROOT/seed<N>/<variant>/       a recipe overlay's Hyper-ES run (compare.variants)
+    ROOT/seed<N>/equal/           grpo-equal-compute: the tuned baseline given the hyper-es row's tokens or time
+
+A run shares (hard links) the baseline run and the evaluated rows of another folder only where they are the same
+job: the main run its lr's grid run, a variant the main run's when its baseline job is unchanged."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from hyper_es.compare.grid import GRID_FILE, overlay, score_lr, tune, variant
+from hyper_es.compare.plan import ComparePlan, write_plan
+from hyper_es.errors import RecipeError
+from hyper_es.recipe import Recipe
+from hyper_es.rundir import EVAL_DIR
+
+logger = logging.getLogger(__name__)
+GRID, MAIN, EQUAL = "grid", "main", "equal"
+BASELINE_ROWS = ("base", "baseline", "baseline@*")  # the rows of the baseline run (and the base)
+DIRECTION_ONLY = ("directions", "vary", "difficulty_rows", "difficulty_samples", "jobs", "steps", "directions_from",
+                  "checkpoint_every")  # gradient fields the baseline job does not read (its steps: in its JobSpec)
+
+
+def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True) -> tuple[dict, str]:
+    """Every seed's stages (resuming), then the summary; returns it and its Markdown."""
+    from hyper_es.compare import render
+    from hyper_es.directions.collect import prepare_run_dir
+
+    out = Path(out)
+    arms = variants(recipe)  # every overlay checked before anything runs
+    prepare_run_dir(recipe, out)  # an ROOT begun with another model, tasks or gradient stage is refused
+    write_plan(out, plan_for(recipe))
+    lrs = {seed: tune_seed(recipe, out, seed)["chosen"] for seed in seeds}
+    stages = [(MAIN, run_main), *((name, run_variant) for name in arms)]
+    stages += [(EQUAL, run_equal)] if recipe.compare.equal else []
+    for name, stage in stages:
+        for seed in seeds:
+            logger.info("seed %d: %s", seed, name)
+            stage(recipe, out / f"seed{seed}", seed, lrs[seed], name)
+            render(out, seeds, figure=False)
+    return render(out, seeds, figure=figure)
+
+
+def arm_recipe(recipe: Recipe, seed: int, lr: float, name: str = MAIN, changes: dict | None = None) -> Recipe:
+    return variant(recipe, lr=lr, seed=seed, pass_k_limit=recipe.eval.pass_k_limit, overrides=changes,
+                   suffix="" if name == MAIN else f"-{name}")
+
+
+def variants(recipe: Recipe) -> dict[str, Recipe]:
+    """name -> the variant's recipe (at the recipe's lr and seed): an overlay that makes no valid recipe is refused,
+    naming it."""
+    out = {}
+    for name, changes in recipe.compare.variants.items():
+        try:
+            out[name] = arm_recipe(recipe, recipe.gradient.seed, recipe.gradient.learning_rate, name, changes)
+        except RecipeError as exc:
+            where = str(recipe._path or "<recipe>")
+            lines = (line.removeprefix(f"{where}: ") for line in str(exc).splitlines())
+            raise RecipeError("\n".join(f"{where}: compare.variants.{name}: {line}" for line in lines)) from None
+    return out
+
+
+def tune_seed(recipe: Recipe, out: Path, seed: int) -> dict:
+    """The seed's bracketed lr grid (resumes from ROOT/seed<N>/lr_grid.json)."""
+    lr0, seed_dir = recipe.gradient.learning_rate, out / f"seed{seed}"
+    return tune(seed_dir / GRID_FILE, recipe.compare.lrs or [lr0 / 2, lr0, lr0 * 2],
+                lambda lr: score_lr(arm_recipe(recipe, seed, lr), grid_folder(seed_dir, lr)),
+                seed=seed, max_lrs=recipe.compare.max_lrs)
+
+
+def grid_folder(seed_dir: Path, lr: float) -> Path:
+    return seed_dir / GRID / f"lr{lr:g}"
+
+
+def run_main(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = MAIN) -> None:
+    """`hyper-es run` at the chosen lr, on its grid run's baseline and validation scorings (the same job)."""
+    from hyper_es.pipeline import run
+
+    link(grid_folder(seed_dir, lr), seed_dir / MAIN, baseline=True, rows=BASELINE_ROWS)
+    run(arm_recipe(recipe, seed, lr), seed_dir / MAIN)
+
+
+def run_variant(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str) -> None:
+    """A variant's Hyper-ES run: the main run's baseline and its rows where its baseline job is the same."""
+    from hyper_es.pipeline import run
+
+    mine = arm_recipe(recipe, seed, lr, name, recipe.compare.variants[name])
+    same = same_baseline(mine, arm_recipe(recipe, seed, lr))
+    link(seed_dir / MAIN, seed_dir / name, baseline=same, rows=BASELINE_ROWS if same else ("base",))
+    run(mine, seed_dir / name)
+
+
+def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe:
+    """The control's recipe, planned once (equal/equal_compute.json) from the main run's report."""
+    from hyper_es.compare.equal import equal_overlay, equal_plan
+    from hyper_es.io import read_json, write_json_atomic
+
+    path = seed_dir / EQUAL / "equal_compute.json"
+    if path.is_file():
+        plan = read_json(path, "delete the folder to plan it again")
+    else:
+        plan = equal_plan(seed_dir / MAIN, recipe.gradient.baseline_snapshot_every, recipe.compare.equal_max_batches,
+                          recipe.compare.equal)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, plan)
+    logger.info("seed %d grpo-equal-compute: %d steps of %d batches", seed, plan["steps"], plan["accumulation"])
+    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan))
+
+
+def run_equal(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = EQUAL) -> None:
+    """grpo-equal-compute: its own baseline (more completions per step), its early stop the row."""
+    from hyper_es.directions.collect import collect
+    from hyper_es.pipeline import evaluate_and_report
+    from hyper_es.recipe.isolate import in_own_process
+
+    mine, folder = equal_recipe(recipe, seed_dir, seed, lr), seed_dir / EQUAL
+    link(seed_dir / MAIN, folder, baseline=False, rows=("base",))
+    collect(mine, folder, baseline=True, directions=False)
+    in_own_process(mine, "final evaluation and report", evaluate_and_report, folder, None)
+
+
+def same_baseline(a: Recipe, b: Recipe) -> bool:
+    """Whether two recipes train the same baseline job (model, tasks, its JobSpec and every gradient field it reads)."""
+    from hyper_es.directions.jobs import plan_baseline
+
+    def job(r: Recipe) -> dict:
+        d = r.model_dump(mode="json")
+        return {"model": d["model"], "tasks": d["tasks"], "eval": d["eval"],
+                "gradient": {k: v for k, v in d["gradient"].items() if k not in DIRECTION_ONLY}}
+
+    return job(a) == job(b) and plan_baseline(a) == plan_baseline(b)
+
+
+def link(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...]) -> None:
+    """Hard links in `dest` to `src`'s baseline run (directions/baseline) and to the evaluation files (test and
+    validation) of `rows` (glob patterns), where `dest` has none yet; a copy where links are not possible."""
+    def put(f: Path | str, target: Path | str) -> None:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(f, target)
+        except OSError:
+            shutil.copy2(f, target)
+
+    if baseline and (src / "directions" / "baseline").is_dir() and not (dest / "directions" / "baseline").exists():
+        shutil.copytree(src / "directions" / "baseline", dest / "directions" / "baseline", copy_function=put)
+    for pattern in rows:
+        for sub in (EVAL_DIR, f"{EVAL_DIR}/val"):
+            for f in (src / sub).glob(f"{pattern}.json"):
+                if not (dest / sub / f.name).exists():
+                    put(f, dest / sub / f.name)
+
+
+def plan_for(recipe: Recipe) -> ComparePlan:
+    """The comparison's plan: Hyper-ES and each variant against the baseline's early stop, `scaled` and
+    grpo-equal-compute (the controls), the final baseline and the base; each method against its own search start;
+    the grid's cost charged to every row trained at its lr."""
+    from hyper_es.rows.names import prompted
+
+    rows = {"base": (MAIN, "base"), "baseline": (MAIN, "baseline"), "baseline-best": (MAIN, None),
+            "scaled": (MAIN, "scaled"), "hyper-es": (MAIN, "hyper-es"), "hyper-es-start": (MAIN, "search-start")}
+    methods, marked = ["hyper-es"], []
+    for name, changes in recipe.compare.variants.items():
+        coevolved = (overlay(recipe.model_dump(mode="json"), changes).get("coevolve")) is not None
+        rows[f"hyper-es-{name}"] = (name, prompted("hyper-es") if coevolved else "hyper-es")
+        rows[f"hyper-es-{name}-start"] = (name, "search-start")
+        methods.append(f"hyper-es-{name}")
+        marked += [f"hyper-es-{name}"] if coevolved else []
+    for row in (recipe.coevolve.controls if recipe.coevolve else []):  # prompt controls: <row>+prompt
+        rows[prompted(row)] = (MAIN, prompted(row))
+        marked.append(prompted(row))
+    controls = ["baseline-best", "scaled", *(r for r in rows if r in marked and rows[r][0] == MAIN)]
+    if recipe.compare.equal:
+        rows["grpo-equal-compute"] = (EQUAL, None)
+        controls.append("grpo-equal-compute")
+    pairs = [(m, f"{m}-start") for m in methods] + [(f"{m}-start", c) for m in methods for c in controls]
+    pairs += [("grpo-equal-compute", "baseline-best")] if recipe.compare.equal else []
+    return ComparePlan(
+        title=f"Hyper-ES against the strongest simple controls ({recipe.name}, {recipe.model.name})", rows=rows,
+        methods=methods, controls=controls, refs=["baseline", "base"], pairs=pairs, prompted=marked,
+        transfer=recipe.compare.transfer, pass_k=[f"pass@{k}" for k in recipe.eval.k],
+        equal_arm=EQUAL if recipe.compare.equal else None,
+        partial_arms=[MAIN, *recipe.compare.variants],
+        curves={MAIN: "baseline", **({EQUAL: "grpo-equal-compute"} if recipe.compare.equal else {})},
+        tuned=[label for label in rows if label != "base"])

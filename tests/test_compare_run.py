@@ -1,0 +1,137 @@
+"""`hyper-es compare` end to end on the tiny model (HF backend), two seeds: the lr grid, the main run on the grid's
+baseline, a variant, grpo-equal-compute, the summary with the grid charged; then killed (SIGKILL) mid-stage and
+resumed to the same summary. And the recipe's `compare:` section refused where it cannot work."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hyper_es as hx
+from hyper_es.compare.grid import overlay
+from hyper_es.compare.run import compare, plan_for, same_baseline, variants
+from hyper_es.errors import RecipeError
+from hyper_es.recipe import recipe_from_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+COST = ("steps", "train_tokens", "search_tokens", "select_tokens", "tokens")  # wall seconds differ run to run
+
+
+def _data() -> dict:
+    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data["tasks"][0].update(reward="dense_reward:even_length")  # a coin flip per problem: rows differ, as real ones
+    data["tasks"][0]["test"]["limit"] = 8
+    data["tasks"][0]["val"]["size"] = 8
+    data["gradient"].update(directions=2, steps=1, learning_rate=0.01, directions_from="snapshots")
+    data["search"].update(popsize=2, max_generations=2, minibatch=4, val_size=8, rescore_top=1, scale_scan=[0.5, 1.0])
+    data["eval"].update(k=[1], limit=8)
+    data["compare"] = {"lrs": [0.005, 0.01], "max_lrs": 2, "equal_max_batches": 4,
+                       "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}}}}
+    return data
+
+
+def _recipe(folder: Path):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "recipe.yaml").write_text(hx.recipe.recipe_from_dict(_data()).to_yaml())
+    return hx.load_recipe(folder / "recipe.yaml")
+
+
+def _numbers(summary: dict) -> dict:
+    """What must not depend on a kill: every row's accuracy and generated tokens, every pair's differences."""
+    rows = {s: {label: {k: r[k] for k in (*COST, "greedy", "trained", "val")} for label, r in e["rows"].items()}
+            for s, e in summary["seeds"].items()}
+    return {"rows": rows, "vs": {s: e["vs"] for s, e in summary["seeds"].items()}, "pooled": summary["pooled"]}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("compare")
+    recipe = _recipe(folder)
+    summary, text = compare(recipe, [0, 1], folder / "A", figure=False)
+    return recipe, folder, summary, text
+
+
+def test_compare_runs_every_stage_and_charges_the_grid(whole):
+    recipe, folder, summary, text = whole
+    root = folder / "A"
+    for seed in (0, 1):
+        grid = json.loads((root / f"seed{seed}" / "lr_grid.json").read_text())
+        assert sorted(grid["lrs"]) == ["0.005", "0.01"] and grid["chosen"] in (0.005, 0.01)
+        main = root / f"seed{seed}" / "main"
+        chosen = root / f"seed{seed}" / "grid" / f"lr{grid['chosen']:g}" / "directions" / "baseline"
+        assert (main / "directions" / "baseline" / "manifest.json").stat().st_ino == \
+            (chosen / "manifest.json").stat().st_ino  # the grid's run at the chosen lr, not trained again
+        report = {r["name"]: r for r in json.loads((main / "report.json").read_text())["rows"]}
+        rows = summary["seeds"][seed]["rows"]
+        other = grid["lrs"]["0.01" if grid["chosen"] == 0.005 else "0.005"]
+        extra = other["train"]["tokens"] + other["validation"]["tokens"]
+        assert extra > 0 and rows["base"]["tokens"] == report["base"]["tokens"] == 0  # the base used no lr
+        for label in ("baseline", "scaled", "hyper-es"):  # trained at the chosen lr: the grid's other lr charged
+            assert rows[label]["tokens"] == report[label]["tokens"] + extra, label
+        assert rows["hyper-es-linear"]["name"] == "hyper-es" and "grpo-equal-compute" in rows
+        equal = json.loads((root / f"seed{seed}" / "equal" / "equal_compute.json").read_text())
+        assert equal["budget_tokens"] == report["hyper-es"]["tokens"] and equal["accumulation"] >= 1
+        variant = root / f"seed{seed}" / "linear"
+        assert (variant / "directions" / "baseline" / "manifest.json").stat().st_ino == \
+            (main / "directions" / "baseline" / "manifest.json").stat().st_ino  # the same baseline job, shared
+    pooled = summary["pooled"]
+    assert set(pooled) >= {"hyper-es - grpo-equal-compute", "hyper-es-linear - scaled"}
+    assert pooled["hyper-es - scaled"]["trained"]["seeds"] == [0, 1]
+    assert any(g.get("pass@1", {}).get("diff") for g in pooled.values())  # sampled rows differ: resuming can show
+    assert "hyper-es - grpo-equal-compute" in text and "lr grid's other lrs" in text
+    again = subprocess.run([sys.executable, "-m", "hyper_es", "report", str(root), "--no-figure"], capture_output=True,
+                           text=True, check=True)  # rendered again from disk alone: the same summary
+    assert again.stdout == text and json.loads((root / "summary.json").read_text())["pooled"] == \
+        json.loads(json.dumps(pooled))
+
+
+def test_compare_killed_mid_stage_resumes_to_the_same_summary(whole):
+    recipe, folder, summary, _ = whole
+    root = folder / "B"
+    shutil.copytree(folder / "A" / "seed0", root / "seed0")  # seed 0 done; seed 1 is run, killed and resumed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "helpers"), str(ROOT)])}
+    proc = subprocess.Popen([sys.executable, "-m", "hyper_es", "compare", str(folder / "recipe.yaml"), "--out",
+                             str(root), "--seeds", "0,1", "--no-figure"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    mark = root / "seed1" / "main" / "search" / "checkpoint.json"  # the main run's search, after generation 1
+    deadline = time.monotonic() + 300
+    while not mark.is_file() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL and mark.is_file()
+    assert not (root / "seed1" / "equal").exists()  # killed before the last stage
+    resumed, _ = compare(recipe, [0, 1], root, figure=False)
+    assert _numbers(json.loads(json.dumps(resumed))) == _numbers(json.loads(json.dumps(summary)))
+
+
+def test_a_variant_that_makes_no_valid_recipe_is_refused_naming_it(tmp_path):
+    data = _data()
+    data["compare"]["variants"] = {"dense": {"merge": {"method": "task_arithmetic", "density": 0.5}}}
+    with pytest.raises(RecipeError, match=r"compare\.variants\.dense: merge"):
+        variants(recipe_from_dict(data, tmp_path / "r.yaml"))
+    data["compare"] = {"variants": {"main": {}}}
+    with pytest.raises(RecipeError, match=r"compare\.variants.*not one of main"):
+        recipe_from_dict(data, tmp_path / "r.yaml")
+    data["compare"] = {"transfer": "chain_sum"}  # trained on: not a transfer task
+    with pytest.raises(RecipeError, match=r"compare\.transfer: 'chain_sum'"):
+        recipe_from_dict(data, tmp_path / "r.yaml")
+
+
+def test_overlays_and_what_shares_the_baseline():
+    data = {"gradient": {"vary": ["seed"], "steps": 2}, "coevolve": None}
+    assert overlay(data, {"gradient.vary": ["difficulty"], "coevolve": {"population": 4}}) == {
+        "gradient": {"vary": ["difficulty"], "steps": 2}, "coevolve": {"population": 4}}
+    assert data["gradient"]["vary"] == ["seed"]  # the recipe itself is left as it was
+    main = recipe_from_dict(_data())
+    merged = recipe_from_dict(overlay(_data(), {"merge.method": "task_arithmetic"}))
+    assert same_baseline(main, merged)
+    assert not same_baseline(main, recipe_from_dict(overlay(_data(), {"gradient.batch_size": 4})))
+    plan = plan_for(main)
+    assert plan.controls == ["baseline-best", "scaled", "grpo-equal-compute"] and "base" not in plan.tuned
+    assert ("hyper-es-linear", "hyper-es-linear-start") in plan.pairs
