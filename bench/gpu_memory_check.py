@@ -105,7 +105,7 @@ def worker_paths(base: Path, recipe) -> dict:
     out = {"inplace": peak_of(inplace), "lora": peak_of(lora)}
     plan = {}
     for path in ("inplace", "lora"):
-        recipe.search.candidates = path
+        recipe.serve.candidates = path
         stage = recipe_plan(recipe, torch.cuda.get_device_properties(0).total_memory, resolve=False).stages[1]
         plan[path] = sum(v for k, v in stage.parts.items() if "outside vLLM" in k)
     return {"measured": out, "plan": plan}

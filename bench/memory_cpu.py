@@ -79,7 +79,7 @@ def engine(recipe, work: Path, stage: str) -> dict:
     genome = genome_for(ds, layer_group_size=recipe.merge.layer_group_size)
     batch = recipe.search.popsize if stage == "search engine" else None
     eng, tok = inplace_engine(recipe, "vllm", ds, genome, MergeSettings.from_config(recipe.merge), work,
-                              seed=0, fused=recipe.search.compile_merge, batch=batch, stage=stage)
+                              seed=0, fused=recipe.serve.compile_merge, batch=batch, stage=stage)
     try:
         ids = [tok.encode(f"What is {i} + {i + 7}?") for i in range(16)]
         eng.set_genome(np.random.default_rng(0).uniform(0, 1, genome.size))

@@ -5,9 +5,9 @@
 For each engine dtype, two child processes, one after the other (one engine at a time), score the same candidates
 (seeded around x0 = the recipe's, σ = search.sigma0) on the same fitness rows (the recipe's search tasks,
 `--minibatch` train rows each, greedy):
-(a) inplace: a vLLM engine without LoRA writes base + ΔW into its weights per candidate (`search.candidates: inplace`);
+(a) inplace: a vLLM engine without LoRA writes base + ΔW into its weights per candidate (`serve.candidates: inplace`);
 (b) lora: a vLLM engine with LoRA serves every candidate as its own adapter, the whole generation in one `generate`
-    call (`search.candidates: lora`, max_loras = popsize).
+    call (`serve.candidates: lora`, max_loras = popsize).
 A path's time is the generation's, from the coefficient vectors to their Scores (adapters built and registered, or
 weights merged and written, generation, scoring); engine start and one warm-up are reported apart. The Scores are
 compared candidate by candidate (reward, rows whose reward agrees, tokens), with each path's fidelity. In fp32 both
@@ -37,7 +37,7 @@ def child(path: str, dtype: str, run: str, recipe_path: str, popsize: int, minib
     from hyper_es.tasks import Task
 
     recipe = hx.load_recipe(recipe_path)
-    recipe.eval.dtype, recipe.search.candidates = dtype, path
+    recipe.eval.dtype, recipe.serve.candidates = dtype, path
     s = recipe.search
     ds = hx.DirectionSet.from_run(run)
     genome, _ = recipe_genome(recipe, ds)

@@ -4,14 +4,14 @@
         [--paths inplace-fp32:6,lora-fp32:2,lora-bf16:2,disk-fp32:2,hf-fp32:2]
 
 - inplace-<dtype>: our loop, one resident vLLM engine, merged weights rewritten in place inside the worker per
-  candidate (search.candidates: inplace);
-- lora-<dtype>: one resident vLLM engine serving each candidate as a LoRA adapter (search.candidates: lora), what
+  candidate (serve.candidates: inplace);
+- lora-<dtype>: one resident vLLM engine serving each candidate as a LoRA adapter (serve.candidates: lora), what
   `auto` takes for a linear merge in a 16-bit engine on a GPU;
 - disk-<dtype>: mergekit-evolve's path, merge to disk (our `export_hf`, which is faster than mergekit) and a new vLLM
   engine per candidate;
 - hf-<dtype>: one resident HF model, merged weights copied in per candidate.
 Each path runs in its own child process, one after the other, on the same candidates (seeded) and the same prompts
-(the recipe's search tasks, `search.minibatch` train rows each, greedy), one candidate per engine call. A candidate's
+(the recipe's search tasks, `fitness.minibatch` train rows each, greedy), one candidate per engine call. A candidate's
 time is everything from the new coefficient vector to its fitness: merge, load, generation and scoring. The one-time
 engine start is reported apart, with the fraction of wall time spent outside generation.
 """
@@ -92,7 +92,7 @@ def child(kind: str, run: str, recipe_path: str, n: int, workdir: str, minibatch
         engine = DiskEngine(ds, genome, settings, Path(workdir), tok, **engine_kw)
     else:
         recipe.eval.dtype = dtype
-        recipe.search.candidates = "inplace" if path in ("inplace", "hf") else "lora"
+        recipe.serve.candidates = "inplace" if path in ("inplace", "hf") else "lora"
         recipe.serve.lossy_inplace = True  # pinned: the bench times the path, whatever its fidelity
         engine, tok = inplace_engine(recipe, "hf" if path == "hf" else "vllm", ds, genome, settings,
                                      Path(workdir) / "engine", seed=s.seed, fused=s.compile_merge)

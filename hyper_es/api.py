@@ -80,15 +80,16 @@ def _task_entries(tasks: list) -> list[dict]:
 
 def search_merge(directions, *, out: str | Path, tasks: list | None = None, recipe=None,
                  reward: Callable[[str, Any], float] | str | None = None, engine: str = "hf",
-                 merge: dict | None = None, search: dict | None = None) -> SearchResult:
+                 merge: dict | None = None, search: dict | None = None, fitness: dict | None = None) -> SearchResult:
     """Search layer-wise merge coefficients of `directions` (a DirectionSet) with CMA-ES, and return the result.
 
     Tasks: built-in task names or recipe task entries (`tasks=`), or a recipe (a Recipe or its path) whose model,
     tasks and sections are taken. `reward`: a registered name or `package.module:function`, or a callable
     `(completion, reference) -> float` (scored in this process), in place of each task's own. `engine`: hf or vllm.
-    `merge` and `search`: fields of the recipe's `merge` (method, density, layer_group_size, module_groups, ...) and
-    `search` sections (popsize, max_generations, max_evals, wall_clock_s, minibatch, val_size, scale_scan, guard,
-    seed, ...). Everything is kept in `out`: calling again with the same arguments resumes, then returns."""
+    `merge`, `search` and `fitness`: fields of the recipe's `merge` (method, density, layer_group_size,
+    module_groups, ...), `search` (popsize, max_generations, max_evals, wall_clock_s, scale_scan, ...) and `fitness`
+    sections (minibatch, val_size, guard, seed, ...). Everything is kept in `out`: calling again with the same
+    arguments resumes, then returns."""
     from hyper_es import models
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.imported import write_imported
@@ -115,7 +116,7 @@ def search_merge(directions, *, out: str | Path, tasks: list | None = None, reci
         for t in data["tasks"]:
             t["reward"] = reward
     data["directions"] = None
-    for key, fields in (("merge", merge), ("search", search)):
+    for key, fields in (("merge", merge), ("search", search), ("fitness", fitness)):
         if fields is not None and not isinstance(fields, dict):
             raise ConfigError(f"{key}: expected a dict of the recipe's {key} fields, got {type(fields).__name__}")
         data[key] = {**data.get(key, {}), **(fields or {})}

@@ -30,17 +30,17 @@ def quick(recipe: Recipe) -> Recipe:
 
     data = recipe.model_dump(mode="json")
     data["threads"] = max(data["threads"], os.cpu_count() or 1)
-    g, s, e = data["gradient"], data["search"], data["eval"]
+    g, s, f, e = data["gradient"], data["search"], data["fitness"], data["eval"]
     g.update(directions=min(g["directions"], 2), steps=1, jobs=g["jobs"][:2], baseline_steps=None,
              batch_size=min(g["batch_size"], 2 * g["num_generations"]), accumulation_steps=1)
     g["baseline_snapshot_every"] = 4 if g["baseline_snapshot_every"] else 0
-    s.update(popsize=4, max_generations=2, minibatch=min(s["minibatch"], 8), val_size=min(s["val_size"], 8),
-             rescore_top=1, max_evals=None, wall_clock_s=None, scale_scan=None)
+    s.update(popsize=4, max_generations=2, max_evals=None, wall_clock_s=None, scale_scan=None)
+    f.update(minibatch=min(f["minibatch"], 8), val_size=min(f["val_size"], 8), rescore_top=1)
     e.update(limit=min(e["limit"] or 10, 10), k=[k for k in e["k"] if k <= 4] or [1], n=None,
              pass_k_limit=min(e["pass_k_limit"] or 5, 5), snapshots="best")
     if max(e["k"]) < 4 and max(recipe.eval.k) >= 4:
         e["k"].append(4)
-    used = set(g["tasks"] or []) | set(s["tasks"] or [])
+    used = set(g["tasks"] or []) | set(f["tasks"] or [])
     data["tasks"] = [{**t, "max_tokens": min(t["max_tokens"], g["max_completion_length"])} for t in data["tasks"]
                      if t["name"] in used or t.get("train") or t.get("val")]
     data["name"] = f"{data['name']}-quick"

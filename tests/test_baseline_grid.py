@@ -162,4 +162,4 @@ def test_the_equal_compute_run_plans_from_the_committed_main_run_and_checkpoints
     assert json.loads((folder / "equal_compute.json").read_text())["batches"] == 918  # 90,000 tokens at 100 a batch
     g = recipe.gradient
     assert (g.baseline_steps, g.accumulation_steps, g.baseline_snapshot_every, g.checkpoint_every) == (27, 34, 3, 1)
-    assert (g.learning_rate, g.seed, recipe.search.seed) == (5e-4, 0, 0)
+    assert (g.learning_rate, g.seed, recipe.fitness.seed) == (5e-4, 0, 0)

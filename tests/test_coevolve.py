@@ -290,7 +290,7 @@ def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searche
     _, name = _search_recipe(tmp_path)
     space = {"systems": ["Add the numbers."], "templates": ["Sum: {question}"], "max_shots": 2}
     recipe, _ = _search_recipe(tmp_path, {"tasks": {name: space}, "population": 3, "pairs": 2, "weights": "fixed"})
-    recipe.search.rescore_top = 2
+    recipe.fitness.rescore_top = 2
     result = search(recipe, tmp_path / "run", backend="hf")
     ck = json.loads((tmp_path / "run/search/checkpoint.json").read_text())
     x0 = ck["config"]["x0"]
@@ -310,7 +310,7 @@ def _es_recipe(tmp_path, coevolve=None):
 
     data = hx.load_recipe(Path(__file__).parents[1] / "recipes/tiny.yaml").model_dump(mode="json")
     data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01})
-    data["search"].update(minibatch=4, val_size=4, fitness_set="fixed", reward="dense_reward:length_fraction")
+    data["fitness"].update(minibatch=4, val_size=4, fitness_set="fixed", reward="dense_reward:length_fraction")
     if coevolve:
         data["coevolve"] = coevolve
     return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")

@@ -29,7 +29,8 @@ def _data() -> dict:
     data["tasks"][0]["test"]["limit"] = 8
     data["tasks"][0]["val"]["size"] = 8
     data["gradient"].update(directions=2, steps=1, learning_rate=0.01, directions_from="snapshots")
-    data["search"].update(popsize=2, max_generations=2, minibatch=4, val_size=8, rescore_top=1, scale_scan=[0.5, 1.0])
+    data["search"].update(popsize=2, max_generations=2, scale_scan=[0.5, 1.0])
+    data["fitness"].update(minibatch=4, val_size=8, rescore_top=1)
     data["eval"].update(k=[1], limit=8)
     data["compare"] = {"lrs": [0.005, 0.01], "max_lrs": 2, "equal_max_batches": 4,
                        "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}}}}

@@ -24,7 +24,7 @@ ROOT_TINY = "tiny-random"  # the recipes' tiny model (models.resolve)
 def _recipe(tmp_path, **es):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01, **es})
-    data["search"].update(minibatch=4, val_size=4, fitness_set="fixed")
+    data["fitness"].update(minibatch=4, val_size=4, fitness_set="fixed")
     return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
 
 
@@ -35,9 +35,10 @@ def _finished_run(tmp_path, *, limit: int, reward: str | None = None, **es):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     if reward:
         data["tasks"][0]["reward"] = reward
-        data["search"]["guard"] = False  # ES keeps its iterations, so its update is not zero
+        data["fitness"]["guard"] = False  # ES keeps its iterations, so its update is not zero
     data["gradient"].update(steps=1, directions=2)
-    data["search"].update(max_generations=1, popsize=2, minibatch=4, val_size=4)
+    data["search"].update(max_generations=1, popsize=2)
+    data["fitness"].update(minibatch=4, val_size=4)
     data["es"].update({"sigma": 0.05, "alpha": 0.02, **es})
     data["eval"].update(limit=limit)
     recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
@@ -94,8 +95,8 @@ def test_es_keeps_what_its_guard_decides(tmp_path, monkeypatch, kept):
     monkeypatch.setattr(es_run, "guard_decision", lambda start, final, **kw: {**real(start, final, **kw),
                                                                              "kept": kept})
     recipe = _recipe(tmp_path, iterations=1)
-    recipe.search.reward = "dense_reward:length_fraction"  # a fitness that varies, so the iteration moves θ
-    assert recipe.search.guard
+    recipe.fitness.reward = "dense_reward:length_fraction"  # a fitness that varies, so the iteration moves θ
+    assert recipe.fitness.guard
     result = es_search(recipe, tmp_path / "run", *_engine(recipe))
     assert result["guard"]["kept"] == kept and result["kept_iterations"] == (1 if kept == "search" else 0)
     (tmp_path / "run" / "es" / "config.json").write_text(json.dumps({"es": recipe.es.model_dump(mode="json")}))
@@ -359,7 +360,7 @@ def test_method_es_run_then_grpo(tmp_path):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["gradient"].update(steps=1, directions=2, baseline_snapshot_every=0)
     data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: no gradient
-    data["search"].update(minibatch=4, val_size=4, guard=False)
+    data["fitness"].update(minibatch=4, val_size=4, guard=False)
     data["es"].update(population=2, iterations=1, sigma=0.05, alpha=0.02, then="grpo", start="baseline")
     data["eval"].update(limit=4)
     recipe = hx.recipe.recipe_from_dict({**data, "method": "es"}, tmp_path / "recipe.yaml")

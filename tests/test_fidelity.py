@@ -132,13 +132,13 @@ def test_check_run_prints_the_fidelity_table(tmp_path, tiny_path):
         assert fid[0.25]["inplace:bfloat16"] > fid[4.0]["inplace:bfloat16"] > 0
         if dtype == "float32":
             assert all(f["inplace:float32"] == 0 == f["lora:float32"] for f in fid.values())
-            assert verdict.startswith("verdict: search.candidates auto: served in place in float32 (a float32 engine")
+            assert verdict.startswith("verdict: serve.candidates auto: served in place in float32 (a float32 engine")
         elif method == "task_arithmetic":
             # the adapter's own rounding: B and A in bf16, about the same relative error at every scale
             assert all(0 < f["lora:bfloat16"] < 0.01 for f in fid.values())
-            assert verdict.startswith("verdict: search.candidates auto: served as LoRA adapters in bfloat16 (in place in bfloat16")
+            assert verdict.startswith("verdict: serve.candidates auto: served as LoRA adapters in bfloat16 (in place in bfloat16")
         else:
-            assert verdict.startswith("verdict: search.candidates auto: served in place in bfloat16 (a LoRA candidate needs a linear")
+            assert verdict.startswith("verdict: serve.candidates auto: served in place in bfloat16 (a LoRA candidate needs a linear")
             assert "merge method dare_ties elects signs per entry" in verdict
     result = CliRunner().invoke(app, ["check", str(recipe), "--run", str(run), "--no-resolve"])
     assert result.exit_code == 2 and "drop --no-resolve" in result.stderr

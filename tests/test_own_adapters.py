@@ -18,8 +18,8 @@ TASK = {"name": "chain_sum", "val": {"source": "reasoning_gym", "dataset": "chai
         "test": {"source": "builtin", "name": "chain_sum_test", "limit": 8},
         "prompt": {"template": "{question}\nGive the final answer in \\boxed{{}}."}, "reward": "numeric",
         "max_tokens": 8}
-SEARCH = {"popsize": 4, "max_generations": 3, "minibatch": 8, "val_size": 8, "scale_scan": [0.5, 1.0],
-          "reward": "numeric_partial"}
+SEARCH = {"popsize": 4, "max_generations": 3, "scale_scan": [0.5, 1.0]}
+FITNESS = {"minibatch": 8, "val_size": 8, "reward": "numeric_partial"}
 SHAPES = [(2, ["q_proj"]), (4, ["q_proj", "v_proj"]), (2, ["up_proj"])]  # mixed ranks and targets: Σ r = 8
 
 
@@ -139,7 +139,8 @@ def test_a_recipe_naming_peft_adapters_searches_resumes_and_exports(cli, tmp_pat
 def test_the_same_in_one_api_call(tmp_path, kill_after_first_generation, cli):
     folders = make_adapters(tmp_path / "adapters")
     ds = hx.DirectionSet.from_adapters("tiny-random", folders, names=["a0", "wide", "a2"])
-    kw = dict(tasks=[TASK], out=tmp_path / "RUN", merge={"method": "task_arithmetic"}, search=SEARCH)
+    kw = dict(tasks=[TASK], out=tmp_path / "RUN", merge={"method": "task_arithmetic"}, search=SEARCH,
+              fitness=FITNESS)
     with pytest.raises(Killed):
         hx.search_merge(ds, **kw)
     kill_after_first_generation()
@@ -175,7 +176,7 @@ def api_run(tmp_path_factory):
     folders = make_adapters(root / "adapters")
     ds = hx.DirectionSet.from_adapters("tiny-random", folders)
     hx.search_merge(ds, tasks=[TASK], out=root / "RUN", merge={"method": "dare_ties"},
-                    search={**SEARCH, "max_generations": 1, "scale_scan": None})
+                    search={**SEARCH, "max_generations": 1, "scale_scan": None}, fitness=FITNESS)
     return root
 
 

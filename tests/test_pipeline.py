@@ -170,7 +170,7 @@ def test_baseline_best_snapshot_is_chosen_on_validation(tiny_run):
     scored = {n: r["val"]["mean"] for n, r in rows.items() if "val" in r and n != "scaled"}
     assert set(scored) == {"base", "baseline@2", "baseline@4", "baseline@6", "baseline@8", "baseline"}
     assert all(rows[n]["val"]["tokens"] > 0 and rows[n]["val"]["seconds"] > 0 for n in scored)
-    assert all(rows[n]["val"]["rows"] == recipe.search.val_size for n in scored)
+    assert all(rows[n]["val"]["rows"] == recipe.fitness.val_size for n in scored)
     best = report["baseline_best"]
     top = max(scored.values())
     assert best["val"] == top and best["name"] == min((n for n in scored if scored[n] == top),
@@ -260,7 +260,7 @@ def test_quick_scales_the_recipe_down():
     assert q.gradient.directions == 2 and q.gradient.steps == 1 and q.gradient.baseline_snapshot_every == 4
     assert q.gradient.batch_size == 8 == 2 * q.gradient.num_generations and q.threads == max(1, os.cpu_count() or 1)
     assert q.search.popsize == 4 and q.search.max_generations == 2 and q.eval.limit == 10 and q.eval.k == [1, 4]
-    assert q.search.minibatch == 8 and q.search.scale_scan is None and q.eval.pass_k_limit == 5
+    assert q.fitness.minibatch == 8 and q.search.scale_scan is None and q.eval.pass_k_limit == 5
     assert q.eval.snapshots == "best"  # every snapshot scored on validation, the best one tested
     assert [t.name for t in q.tasks] == ["chain_sum", "add_sub"]  # the transfer set (GSM8K) waits for a full run
     assert [t.max_tokens for t in q.tasks] == [48, 48]  # the gradient stage's completion length

@@ -126,9 +126,8 @@ def _search_recipe(folder, **executor):
     path = write_recipe(folder, directions=2, steps=1)
     data = yaml.safe_load(path.read_text())
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    data["search"] = {"popsize": 4, "max_generations": 3, "minibatch": 4, "val_size": 8, "rescore_top": 1,
-                      "sigma0": 0.5, "reward": "dense_reward:length_fraction", "fitness_set": "fixed",
-                      "scale_scan": None, "x0": "uniform"}
+    data["search"] = {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"}
+    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction", "fitness_set": "fixed"}
     data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
     data["merge"] = {"layer_group_size": 2}
     if executor:

@@ -57,7 +57,9 @@ BAD = [
     (mutate(gradient={"batch_size": 6, "num_generations": 4}),
      "gradient: batch_size (6) must be divisible by num_generations (4)"),
     (mutate(gradient={"tasks": ["zz"]}), "gradient.tasks[0]: unknown task 'zz'; expected one of: a"),
-    (mutate(search={"tasks": ["a"]}), "search.tasks[0]: task 'a' has no val split"),
+    (mutate(fitness={"tasks": ["a"]}), "fitness.tasks[0]: task 'a' has no val split"),
+    (mutate(search={"candidates": "lora", "minibatch": 4}), "search: candidates moved to serve.candidates, minibatch "
+     "moved to fitness.minibatch (fitness: what the search and ES score a candidate on; serve: how an engine serves it)"),
     (mutate(eval={"k": [1, 8], "n": 4}), "eval: n (4) must be >= the largest k (8)"),
     (mutate(threads="x"), "threads: expected a valid integer"),
     (mutate(tasks=[]), "tasks: List should have at least 1 item"),

@@ -46,8 +46,8 @@ def test_gpu_recipe_settings(name):
     assert recipe.model.dtype == "bfloat16" and recipe.eval.backend == "vllm" and recipe.gradient.use_vllm
     assert GPU[name] % recipe.merge.layer_group_size == 0  # equal layer groups
     assert recipe.eval.k == [1, 8] and recipe.eval.temperature > 0
-    if recipe.search.samples > 1:
-        assert recipe.search.temperature > 0
+    if recipe.fitness.samples > 1:
+        assert recipe.fitness.temperature > 0
     assert {t.name for t in recipe.tasks} & {"gsm8k", "math"}
 
 

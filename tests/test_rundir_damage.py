@@ -24,7 +24,8 @@ def finished_run(tmp_path_factory):
     data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
     data["tasks"][0]["test"]["limit"] = 4
     data["gradient"].update(directions=2, steps=1)
-    data["search"].update(popsize=2, max_generations=1, minibatch=2, val_size=2, rescore_top=1)
+    data["search"].update(popsize=2, max_generations=1)
+    data["fitness"].update(minibatch=2, val_size=2, rescore_top=1)
     folder = tmp_path_factory.mktemp("finished")
     recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
     run = folder / "run"

@@ -41,7 +41,7 @@ def test_inplace_matches_fresh_merged_model_and_restores(tiny_path):
 
 
 def test_scorer_sampled_fitness_scores_every_sample(tiny_path):
-    """search.samples > 1: each prompt gets n completions at the temperature, and the fitness averages them all."""
+    """fitness.samples > 1: each prompt gets n completions at the temperature, and the fitness averages them all."""
     from hyper_es import models
     from hyper_es.recipe import TaskConfig
     from hyper_es.fitness import Scorer

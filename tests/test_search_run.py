@@ -20,8 +20,8 @@ def small_search_recipe(tmp_path, **sections):
     data = hx.load_recipe(recipe_path).model_dump(mode="json")
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
     data["tasks"][0]["test"]["limit"] = 8
-    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
-                      "sigma0": 0.5}
+    data["search"] = {"popsize": 4, "max_generations": 2, "sigma0": 0.5}
+    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1}
     data["merge"] = {"layer_group_size": 2}
     recipe = hx.recipe.recipe_from_dict({**data, **sections}, recipe_path)
     if not (tmp_path / "run" / "directions").is_dir():
@@ -58,9 +58,8 @@ def test_scale_scan_fixed_fitness_set_search_reward_and_guard(tmp_path, caplog):
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
     data["tasks"][0]["test"]["limit"] = 4
     data["tasks"][0]["reward"] = "numeric"
-    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1,
-                      "x0": "ones", "scale_scan": [0.5, 1.0, 2.0], "fitness_set": "fixed",
-                      "reward": "dense_reward:length_fraction"}
+    data["search"] = {"popsize": 4, "max_generations": 2, "x0": "ones", "scale_scan": [0.5, 1.0, 2.0]}
+    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1, "fitness_set": "fixed", "reward": "dense_reward:length_fraction"}
     recipe = hx.recipe.recipe_from_dict(data, recipe_path)
     run = tmp_path / "run"
     collect(recipe, run)
@@ -132,8 +131,8 @@ def test_the_search_counts_every_token_its_engine_generates(tmp_path, monkeypatc
     recipe_path = write_recipe(tmp_path, directions=2, steps=1)
     data = hx.load_recipe(recipe_path).model_dump(mode="json")
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    data["search"] = {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 2,
-                      "x0": "ones", "scale_scan": [0.5, 1.0], "reward": "dense_reward:length_fraction"}
+    data["search"] = {"popsize": 4, "max_generations": 2, "x0": "ones", "scale_scan": [0.5, 1.0]}
+    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 2, "reward": "dense_reward:length_fraction"}
     recipe = hx.recipe.recipe_from_dict(data, recipe_path)
     collect(recipe, tmp_path / "run")
     generated, original = [0], HFGenerator.generate

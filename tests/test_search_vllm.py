@@ -93,7 +93,8 @@ def test_search_cli_with_vllm_improves_a_dense_reward(tmp_path, caplog):
         "gradient": {"directions": 3, "steps": 3, "batch_size": 4, "num_generations": 2,
                      "max_completion_length": 16, "learning_rate": 0.01, "lora": {"r": 4, "alpha": 8}},
         "merge": {"layer_group_size": 2, "density": 0.7},
-        "search": {"popsize": 4, "max_generations": 2, "minibatch": 4, "val_size": 8, "rescore_top": 1},
+        "search": {"popsize": 4, "max_generations": 2},
+        "fitness": {"minibatch": 4, "val_size": 8, "rescore_top": 1},
         "eval": {"dtype": "float32"},
     }
     path = tmp_path / "r.yaml"

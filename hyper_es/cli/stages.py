@@ -105,10 +105,10 @@ def _check_fidelity(rec, run: Path, scales=(0.25, 1.0, 4.0)) -> None:
     served = "as LoRA adapters" if path == "lora" else "in place"
     advice = ""
     if at_x0 > WARN_ABOVE:
-        advice = "; set eval.dtype: float32" + (" or search.candidates: lora" if low else "")
+        advice = "; set eval.dtype: float32" + (" or serve.candidates: lora" if low else "")
         if path == "inplace" and served_dtype not in ("float32", "float64") and not rec.serve.lossy_inplace:
             advice += " (the engine refuses it unless serve.lossy_inplace: true)"
-    typer.echo(f"verdict: search.candidates {rec.search.candidates}: served {served} in {served_dtype} ({why}); at x0 "
+    typer.echo(f"verdict: serve.candidates {rec.serve.candidates}: served {served} in {served_dtype} ({why}); at x0 "
                f"the served update is off by {at_x0:.1%}{advice}")
 
 

@@ -37,15 +37,15 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     from hyper_es.directions.jobs import plan_baseline, plan_directions
     from hyper_es.search.run import cma_popsize
 
-    g, s, e = rec.gradient, rec.search, rec.eval
+    g, s, f, e = rec.gradient, rec.search, rec.fitness, rec.eval
     jobs = ([] if rec.directions else plan_directions(rec)) + (
         [plan_baseline(rec)] if rec.directions is None or rec.directions.baseline else [])
     per_step = g.batch_size * g.accumulation_steps * g.max_completion_length
-    searched = [rec.task(n) for n in (s.tasks or [t.name for t in rec.tasks if t.val is not None])]
+    searched = [rec.task(n) for n in (f.tasks or [t.name for t in rec.tasks if t.val is not None])]
     popsize = s.popsize or cma_popsize(genes)
-    fit = sum(s.minibatch * s.samples * t.max_tokens for t in searched)
-    val = sum(s.val_size * t.max_tokens for t in searched)
-    search = (len(s.scale_scan or []) + s.max_generations * popsize) * fit + (s.max_generations * s.rescore_top + 6) * val
+    fit = sum(f.minibatch * f.samples * t.max_tokens for t in searched)
+    val = sum(f.val_size * t.max_tokens for t in searched)
+    search = (len(s.scale_scan or []) + s.max_generations * popsize) * fit + (s.max_generations * f.rescore_top + 6) * val
     rows = 1 + k + 1 + 2 + (1 if jobs and jobs[-1].baseline else 0)  # base, directions, uniform, hyper-es + start
     tests = [t for t in rec.tasks if t.test is not None]
     limit = lambda t: min(test_rows.get(t.name, 0), e.limit or 10**9)  # noqa: E731

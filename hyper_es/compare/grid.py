@@ -24,11 +24,11 @@ CRITERION = ("an lr scores its best trained adapter (snapshots and final) by gre
 
 def variant(recipe: Recipe, *, lr: float, seed: int, pass_k_limit: int | None = None, overrides: dict | None = None,
             suffix: str = "") -> Recipe:
-    """The recipe at this learning rate and seed (gradient and search), testing the best snapshot by validation and
+    """The recipe at this learning rate and seed (gradient and fitness, which seeds the search), testing the best snapshot by validation and
     sampling Pass@k on the trained tasks only. `overrides`: a recipe overlay (`overlay`)."""
     data = overlay(recipe.model_dump(mode="json"), overrides or {})
     data["gradient"].update(learning_rate=lr, seed=seed)
-    data["search"]["seed"] = seed
+    data["fitness"]["seed"] = seed
     data["eval"].update(pass_k_limit=pass_k_limit, snapshots="best", pass_k_tasks=recipe.training_task_names())
     data["name"] = f"{data['name']}-lr{lr:g}-seed{seed}{suffix}"
     return recipe_from_dict(data, recipe._path)  # the same folder: relative data paths resolve as in the recipe

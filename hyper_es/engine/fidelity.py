@@ -125,7 +125,7 @@ def sampled_names(names: list[str], count: int = 8) -> list[str]:
 def factors_fidelity(base, factors, dtype: str | torch.dtype, names: list[str], *,
                      rows: int | None = SAMPLE_ROWS) -> float:
     """The in-place fidelity estimate for an engine of `dtype` of an update given as LoRA factors, (tensor, A, B)
-    with ΔW = B·A, on the tensors `names` only (search.candidates: auto's test)."""
+    with ΔW = B·A, on the tensors `names` only (serve.candidates: auto's test)."""
     from hyper_es.directions.sources import checkpoint_tensors, read_tensor
 
     files, keep = checkpoint_tensors(base), set(names)

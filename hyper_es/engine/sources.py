@@ -254,7 +254,7 @@ class ESWeights:
     lora: object = None  # es.lora.LoraShape for scope: lora
     noise: str = "table"
     start_file: Path | None = None  # a sequenced start's update (safetensors)
-    sigma: float = 1e-3  # es.sigma: the scale of a member (search.candidates: auto's fidelity estimate)
+    sigma: float = 1e-3  # es.sigma: the scale of a member (serve.candidates: auto's fidelity estimate)
     source_cls = ESSource
 
     def _start(self) -> dict:

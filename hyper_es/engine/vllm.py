@@ -22,7 +22,7 @@ def lora_slots(rank: int) -> int:
     if slots in LORA_RANKS:
         return slots
     raise HyperESError(f"a LoRA candidate of rank {rank} is above vLLM's largest max_lora_rank ({LORA_RANKS[-1]}); "
-                       f"use search.candidates: inplace, or fewer or smaller directions")
+                       f"use serve.candidates: inplace, or fewer or smaller directions")
 
 
 def adapter_rank(adapter: Path) -> int:

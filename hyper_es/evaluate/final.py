@@ -207,7 +207,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
 
     try:
         for row in val_todo:
-            scores = validation_scores(*engine_for(row), val, recipe.search.val_size)
+            scores = validation_scores(*engine_for(row), val, recipe.fitness.val_size)
             logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
             write_json_atomic(out / "val" / f"{row.name}.json", scores)
         scaled = scaled_row(recipe, rows, val, out, engine_for) if test else None
@@ -222,7 +222,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         prompts = run_prompts(recipe, run_dir) if test and wanted else None  # none read unless a row needs them
         if test:  # coevolve.controls: fixed rows with the best one-gene prompt by validation
             rows += prompt_controls(prompts, recipe.coevolve.controls if prompts else [], rows, val, out,
-                                    lambda row, ts: validation_scores(*engine_for(row), ts, recipe.search.val_size))
+                                    lambda row, ts: validation_scores(*engine_for(row), ts, recipe.fitness.val_size))
         tasks = [Task(t, recipe.base_dir) for t in recipe.tasks if t.test is not None]
         # The searched rows and their closest controls first: a run cut short has its headline comparison done.
         own = {r.name for r in rows if own_prompts(prompts, r)}
@@ -264,7 +264,7 @@ def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engi
             f = out / "val" / f"scaled@{sc:g}.json"
             if not f.is_file():
                 row = Row(f"scaled@{sc:g}", "scaled", {"baseline": sc}, raw=True, steps=baseline.steps)
-                write_json_atomic(f, validation_scores(*engine_for(row), val, recipe.search.val_size))
+                write_json_atomic(f, validation_scores(*engine_for(row), val, recipe.fitness.val_size))
             scan[sc] = read_json(f, "delete it to score that scale again")
         top = max(v["mean"] for v in scan.values())
         best = min((sc for sc, v in scan.items() if v["mean"] == top), key=lambda sc: abs(sc - 1.0))
@@ -307,8 +307,8 @@ def best_by_validation(rows: list[dict]) -> dict | None:
 
 
 def validation_tasks(recipe: Recipe) -> list[Task]:
-    """The tasks whose validation rows the search's guard used (search.tasks, else every task with a val split)."""
-    names = recipe.search.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    """The tasks whose validation rows the search's guard used (fitness.tasks, else every task with a val split)."""
+    names = recipe.fitness.tasks or [t.name for t in recipe.tasks if t.val is not None]
     return [Task(recipe.task(n), recipe.base_dir) for n in names if recipe.task(n).val is not None]
 
 

@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
-SEARCH_REWARD = "search.reward"
+SEARCH_REWARD = "fitness.reward"
 
 
 def resident_scorer(recipe, build, kwargs: dict):
@@ -44,10 +44,10 @@ class EngineActor:
 
             self.prompts = task_prompts(recipe, self.scorer.tasks)
         self.search_reward = None
-        if recipe.search.reward:
+        if recipe.fitness.reward:
             from hyper_es import rewards
 
-            self.search_reward = rewards.get(recipe.search.reward)
+            self.search_reward = rewards.get(recipe.fitness.reward)
 
     def score_many(self, xs: list, rows: dict, kw: dict, prompts: list):
         """(Scores of `xs`, seconds): Scorer.score_many, so LoRA candidates share one engine call."""
@@ -134,7 +134,7 @@ class EnginePool:
         `tasks`: each candidate's tasks as prompted (Scorer.score_many); they travel as their prompt genes."""
         from ray.exceptions import RayActorError
 
-        if kw.get("reward") is not None:  # the search's reward (search.reward), resolved in each actor
+        if kw.get("reward") is not None:  # the search's reward (fitness.reward), resolved in each actor
             kw = {**kw, "reward": SEARCH_REWARD}
         prompts = [prompt_genes(ts) for ts in tasks] if tasks else [None] * len(xs)
         results: list = [None] * len(xs)

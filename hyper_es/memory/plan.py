@@ -66,10 +66,10 @@ def slot_rank(rank: int) -> int:
 
 
 def lora_path(recipe, cpu: bool = False) -> str:
-    """The candidate path the plan assumes: search.candidates, with auto as LoRA for a linear merge in a 16-bit
+    """The candidate path the plan assumes: serve.candidates, with auto as LoRA for a linear merge in a 16-bit
     engine (the fidelity estimate needs the trained directions; GRPO-LoRA updates round away in bf16), except on a
     `cpu`, where auto with eval.dtype auto takes an fp32 engine in place (engine.serving)."""
-    s, m = recipe.search.candidates, recipe.merge
+    s, m = recipe.serve.candidates, recipe.merge
     if s != "auto":
         return s
     linear = m.method == "task_arithmetic" or (m.method == "dare_linear" and m.density >= 1)
@@ -139,7 +139,7 @@ def _vllm_activations(shape: ModelShape, max_len: int) -> int:
 def engine_stage(recipe, shape: ModelShape, device_bytes: int, name: str, ranks: list[int], max_loras: int,
                  cuda_graphs: bool = True) -> Stage:
     """A resident engine holding `ranks` LoRA directions, serving `max_loras` candidates a batch (LoRA path)."""
-    s = recipe.search
+    s = recipe.serve
     wb = BYTES[recipe.eval.dtype if recipe.eval.dtype != "auto" else recipe.model.dtype]
     path = lora_path(recipe)
     targets = [p for p in PROJECTIONS if p in recipe.gradient.lora.targets]
@@ -198,7 +198,7 @@ def es_stage(recipe, shape: ModelShape, device_bytes: int, cuda_graphs: bool = T
         targets = [p for p in PROJECTIONS if p in recipe.gradient.lora.targets]
         r = recipe.gradient.lora.r
         outside = {"θ: LoRA factors (fp32)": 4 * shape.lora_params(r, targets)}
-        if recipe.search.candidates != "inplace":
+        if recipe.serve.candidates != "inplace":
             inside["LoRA slots"] = es.population * slot_rank(r) * shape.lora_params(1) * wb
     else:
         numel = shape.params if es.scope == "full" else shape.numel()

@@ -20,6 +20,7 @@ from hyper_es.recipe.load import (
     format_validation_error,
     load_recipe,
     load_run_recipe,
+    move_search_fields,
     pin_run_partitions,
     recipe_from_dict,
 )
@@ -29,6 +30,7 @@ from hyper_es.recipe.search import (
     ESConfig,
     EvalConfig,
     ExecutorConfig,
+    FitnessConfig,
     PromptSpace,
     Resources,
     SearchConfig,
@@ -37,9 +39,9 @@ from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraConfig, MergeConfig, ModelConfig
 
 __all__ = [
-    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig",
+    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig", "FitnessConfig",
     "FileSource", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
     "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "ServeConfig", "Source", "Strict",
-    "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "pin_run_partitions",
+    "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "move_search_fields", "pin_run_partitions",
     "recipe_from_dict",
 ]

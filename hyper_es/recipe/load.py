@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from hyper_es.errors import RecipeError
 from hyper_es.recipe.data import SOURCE_TAGS, BuiltinSource, FileSource, HFSource, ReasoningGymSource
-from hyper_es.recipe.schema import Recipe
+from hyper_es.recipe.schema import MOVED, Recipe
 
 
 def _loc(loc: tuple) -> str:
@@ -103,10 +103,20 @@ def pin_run_partitions(data: Any) -> Any:
     return data
 
 
+def move_search_fields(data: Any) -> Any:
+    """A run folder's recipe.yaml written before `fitness:` existed: the fields that moved from `search:` to `fitness:`
+    and `serve:` are moved (a recipe given to a command is refused instead, naming the move)."""
+    search = data.get("search") if isinstance(data, dict) else None
+    for key in [k for k in search if k in MOVED] if isinstance(search, dict) else []:
+        data.setdefault(MOVED[key], {})[key] = search.pop(key)
+    return data
+
+
 def load_run_recipe(run_dir: str | Path) -> Recipe:
-    """RUN/recipe.yaml, as the run was made (old generated splits keep their partition: none)."""
+    """RUN/recipe.yaml, as the run was made (old generated splits keep their partition: none; fields that moved
+    from search: are moved)."""
     path = Path(run_dir) / "recipe.yaml"
-    return recipe_from_dict(pin_run_partitions(_read_yaml(path)), path)
+    return recipe_from_dict(move_search_fields(pin_run_partitions(_read_yaml(path))), path)
 
 
 def load_recipe(path: str | Path) -> Recipe:

@@ -12,9 +12,13 @@ from hyper_es.recipe.compare import CompareConfig
 from hyper_es.recipe.data import TaskConfig
 from hyper_es.recipe.directions import DirectionsConfig
 from hyper_es.recipe.fields import PosInt, Strict
-from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, SearchConfig
+from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, FitnessConfig, SearchConfig
 from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import GradientConfig, MergeConfig, ModelConfig
+
+# search fields that moved to their own sections: a recipe still naming them under search: is told where
+MOVED = {**{k: "fitness" for k in FitnessConfig.model_fields},
+         **{k: "serve" for k in ("candidates", "merge_device", "prepare_deltas", "delta_dtype", "compile_merge")}}
 
 
 class Recipe(Strict):
@@ -26,6 +30,7 @@ class Recipe(Strict):
         None, description="search directions that exist already (adapters or a saved set) instead of training them")
     merge: MergeConfig = Field(default_factory=MergeConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
+    fitness: FitnessConfig = Field(default_factory=FitnessConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     es: ESConfig = Field(default_factory=ESConfig)
@@ -40,6 +45,16 @@ class Recipe(Strict):
 
     _path: Path | None = PrivateAttr(default=None)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_shape(cls, data):
+        search = data.get("search") if isinstance(data, dict) else None
+        old = [k for k in search if k in MOVED] if isinstance(search, dict) else []
+        if old:
+            raise ValueError("@search: " + ", ".join(f"{k} moved to {MOVED[k]}.{k}" for k in old) + " (fitness: what "
+                             "the search and ES score a candidate on; serve: how an engine serves it)")
+        return data
+
     @model_validator(mode="after")
     def _cross_refs(self) -> Recipe:
         if self.method == "es" and self.es.start == "hyper-es":
@@ -49,7 +64,7 @@ class Recipe(Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"@tasks: task names must be unique; repeated: {', '.join(dup)}")
-        for stage, split in (("gradient", "train"), ("search", "val")):
+        for stage, split in (("gradient", "train"), ("fitness", "val")):
             for i, ref in enumerate(getattr(self, stage).tasks or []):
                 if ref not in names:
                     raise ValueError(f"@{stage}.tasks[{i}]: unknown task '{ref}'; expected one of: {', '.join(names)}")
@@ -67,7 +82,7 @@ class Recipe(Strict):
                                  f"but task '{ref}' has none; expected 0")
         t = self.compare.transfer
         if t is not None and (t not in names or self.task(t).test is None or t in self.training_task_names()
-                              or t in (self.search.tasks or [])):
+                              or t in (self.fitness.tasks or [])):
             raise ValueError(f"@compare.transfer: '{t}' is not a task with a test split that no stage trains or "
                              f"searches on")
         if self.directions and self.method == "es":

@@ -1,4 +1,5 @@
-"""The search (CMA-ES over merge coefficients), full-parameter ES, evaluation, executor and co-evolution."""
+"""The search (CMA-ES over merge coefficients), its fitness, full-parameter ES, evaluation, executor and
+co-evolution."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from hyper_es.recipe.fields import NonNegInt, PosInt, Strict
 
 
 class SearchConfig(Strict):
-    """CMA-ES (pycma) over the merge coefficients."""
+    """CMA-ES (pycma) over the merge coefficients. What a candidate is scored on is `fitness:`; how an engine serves
+    it is `serve:`."""
 
-    tasks: list[str] | None = None
     sigma0: Annotated[float, Field(gt=0)] = 0.3
     popsize: Annotated[int, Field(ge=2)] | None = None
     bounds: tuple[float, float] = (-1.0, 2.0)
@@ -20,32 +21,11 @@ class SearchConfig(Strict):
     scale_scan: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, min_length=2, description="scan these global scales of x0 on the fitness set first; CMA-ES starts "
         "from the best, with sigma0 = the scan's median spacing × the RMS of x0 (sigma0 is then ignored)")
-    fitness_set: Literal["per_generation", "fixed"] = Field(
-        "per_generation", description="minibatch redrawn every generation, or one fixed draw for the whole search")
-    reward: str | None = Field(None, description="fitness reward (e.g. numeric_partial) instead of each task's own; "
-                               "validation, the guard and test keep the task's reward")
-    guard: bool = Field(True, description="the final genome must beat x0 on the validation rows, else x0 is kept")
-    seed: NonNegInt = 0
     max_generations: PosInt = 10
     max_evals: PosInt | None = None
     wall_clock_s: Annotated[float, Field(gt=0)] | None = None
-    minibatch: PosInt = 32
-    samples: PosInt = Field(1, description="completions per prompt for fitness (> 1 needs temperature > 0)")
-    temperature: Annotated[float, Field(ge=0)] = Field(0.0, description="fitness decoding (0: greedy)")
-    val_size: PosInt = 64
-    rescore_top: PosInt = 2
     tracking: Literal["auto", "tensorboard", "wandb", "none"] = Field(
         "auto", description="auto: TensorBoard when installed; wandb: W&B (its own login/env)")
-    merge_device: Literal["auto", "cpu"] = Field(
-        "auto", description="where the engine (vLLM worker or HF) keeps the deltas: auto = the engine's device")
-    prepare_deltas: bool = Field(True, description="keep K sparsified deltas (fast); false: recompute from LoRA")
-    delta_dtype: Literal["float32", "bfloat16"] = "float32"
-    compile_merge: bool = Field(True, description="merge with the torch.compile'd combine (falls back to eager)")
-    candidates: Literal["auto", "inplace", "lora"] = Field(
-        "auto", description="how a vLLM engine serves a candidate (search and ES): inplace writes base + ΔW into its "
-        "weights; lora serves ΔW as a LoRA adapter (linear merges of LoRA directions, es.scope lora), a whole "
-        "generation in one call; auto: lora when the merge is linear and the in-place fidelity estimate for the "
-        "engine dtype is above 10%")
 
     @field_validator("bounds")
     @classmethod
@@ -53,6 +33,31 @@ class SearchConfig(Strict):
         if not v[0] < v[1]:
             raise ValueError(f"expected [low, high] with low < high, got {list(v)}")
         return v
+
+    @model_validator(mode="after")
+    def _scan_scales_something(self) -> SearchConfig:
+        if self.scale_scan and self.x0 == "zeros":
+            raise ValueError("scale_scan scales x0, which is all zeros; start from uniform, ones or a list")
+        return self
+
+
+class FitnessConfig(Strict):
+    """What the search and ES score a candidate on: the tasks' rows, the reward, the decoding, the seed, the
+    validation re-scores and the guard."""
+
+    tasks: list[str] | None = Field(None, description="the searched tasks (default: every task with a val split)")
+    fitness_set: Literal["per_generation", "fixed"] = Field(
+        "per_generation", description="minibatch redrawn every generation, or one fixed draw for the whole search")
+    minibatch: PosInt = Field(32, description="train rows per task a candidate is scored on")
+    samples: PosInt = Field(1, description="completions per prompt for fitness (> 1 needs temperature > 0)")
+    temperature: Annotated[float, Field(ge=0)] = Field(0.0, description="fitness decoding (0: greedy)")
+    reward: str | None = Field(None, description="fitness reward (e.g. numeric_partial) instead of each task's own; "
+                               "validation, the guard and test keep the task's reward")
+    seed: NonNegInt = Field(0, description="the run's seed: fitness minibatches, sampled completions, CMA-ES")
+    val_size: PosInt = Field(64, description="validation rows per task (the re-scores, the guard, the final rows' "
+                             "validation)")
+    rescore_top: PosInt = Field(2, description="the best candidates of each generation re-scored on validation")
+    guard: bool = Field(True, description="the final genome must beat x0 on the validation rows, else x0 is kept")
 
     @field_validator("reward")
     @classmethod
@@ -64,9 +69,7 @@ class SearchConfig(Strict):
         return v
 
     @model_validator(mode="after")
-    def _samples_need_temperature(self) -> SearchConfig:
-        if self.scale_scan and self.x0 == "zeros":
-            raise ValueError("scale_scan scales x0, which is all zeros; start from uniform, ones or a list")
+    def _samples_need_temperature(self) -> FitnessConfig:
         if self.samples > 1 and self.temperature == 0:
             raise ValueError(f"samples={self.samples} needs temperature > 0 (greedy gives one completion)")
         return self
@@ -100,7 +103,7 @@ class EvalConfig(Strict):
 
 class ESConfig(Strict):
     """Full-parameter evolution strategies (hyper_es.es): member i is θ + σ·εᵢ, with εᵢ generated in the engine
-    from (seed, tensor name); θ ← θ + α/(Nσ)·Σ zᵢ·εᵢ. Fitness rows, reward, guard and validation: as `search`."""
+    from (seed, tensor name); θ ← θ + α/(Nσ)·Σ zᵢ·εᵢ. Fitness rows, reward, guard and validation: `fitness`, as the search's."""
 
     scope: Literal["full", "all_linear", "lora"] = Field(
         "all_linear", description="full: every tensor of the checkpoint; all_linear: the 2-D weights in the layers; "

@@ -33,6 +33,8 @@ from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposals_spent
 
 logger = logging.getLogger(__name__)
+# the fitness settings ES's history depends on (recorded in RUN/es/config.json; the guard and re-scores are not)
+HISTORY_FITNESS = ("tasks", "fitness_set", "minibatch", "reward", "samples", "temperature", "seed", "val_size")
 def diversity(scores: list[Score]) -> dict:
     """How the population's answers spread on one fitness minibatch: distinct final answers per prompt (no answer
     counts as one), the share of prompts some member solves, and the members' mean share."""
@@ -50,7 +52,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result.json covers the whole history) returns that result and leaves the engine as it is."""
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
-    c, s = recipe.es, recipe.search
+    c, s = recipe.es, recipe.fitness
     if recipe.coevolve and recipe.coevolve.weights == "fixed":
         raise DataError("coevolve.weights: fixed (the prompt-only ablation) runs in the Hyper-ES search, where the "
                         "weights stay at its start; ES co-evolves with weights: search")
@@ -88,7 +90,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     write_json_atomic(out / "final.json", final.__dict__)  # θ_T on the validation rows (paired with start.json)
     decision = guard_decision(start, final, what="ES weights" + (" with their prompt" if co else ""))
     if not s.guard:
-        decision["kept"] = "search (search.guard: false)"
+        decision["kept"] = "search (fitness.guard: false)"
     kept = len(history) if decision["kept"].startswith("search") else 0  # θ_0 + the first `kept` updates
     if co:  # the prompt the es+prompt row is scored with: θ_0 keeps the tasks' own
         genes = genes if kept else co.start()
@@ -121,10 +123,8 @@ def es_stage(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None)
 
     out = Path(run_dir) / "es"
     out.mkdir(parents=True, exist_ok=True)
-    s = recipe.search
     config = {"model": recipe.model.model_dump(mode="json"), "es": recipe.es.model_dump(mode="json"),
-              "fitness": {k: getattr(s, k) for k in ("tasks", "fitness_set", "minibatch", "reward", "samples",
-                                                      "temperature", "seed", "val_size")},
+              "fitness": recipe.fitness.model_dump(mode="json", include=set(HISTORY_FITNESS)),
               "dtype": recipe.eval.dtype,
               **({"lora": recipe.gradient.lora.model_dump(mode="json")} if recipe.es.scope == "lora" else {})}
     config["es"].pop("then")  # what follows ES does not change its history

@@ -55,7 +55,7 @@ def drive(strategy: Strategy, evaluate: Evaluate, *, update: Callable | None = N
 
 def generation_scores(scorer, pool: dict, s, candidates: list, generation: int, *, reward=None,
                       answers: bool = False, on_done=None, split=None) -> list:
-    """The candidates' Scores on generation `generation`'s fitness minibatch (search.fitness_set, minibatch,
+    """The candidates' Scores on generation `generation`'s fitness minibatch (fitness.fitness_set, minibatch,
     samples, temperature, seed + generation; `reward` replaces the tasks' own). `split(candidates)`: (genomes,
     each one's tasks as prompted), for candidates that carry a prompt (co-evolution)."""
     from hyper_es.fitness import fitness_rows
@@ -69,7 +69,7 @@ def generation_scores(scorer, pool: dict, s, candidates: list, generation: int, 
 
 def score_generation(scorer, pool: dict, s, *, reward=None, answers: bool = False, on_candidate=None,
                      extra: Callable[[list, list], dict] | None = None, split=None) -> Evaluate:
-    """`evaluate` for `drive`: every candidate's Score on the generation's fitness minibatch (search.fitness_set,
+    """`evaluate` for `drive`: every candidate's Score on the generation's fitness minibatch (fitness.fitness_set,
     minibatch, samples, temperature, seed + generation; `reward` replaces the tasks' own). The record gets the
     generation's tokens, `extra(candidates, scores)`'s fields, and an engine pool's per-actor counts."""
 

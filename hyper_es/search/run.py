@@ -2,7 +2,7 @@
 
 Optionally, a scale scan picks the start (search/start.py). Each generation draws one minibatch of train prompts
 (seeded by the generation, or one fixed draw), seen by every candidate, scored with the task's reward or
-`search.reward`. The best `rescore_top` candidates of each generation are re-scored on the validation split; the
+`fitness.reward`. The best `rescore_top` candidates of each generation are re-scored on the validation split; the
 final genome is the best by validation, if it beats x0 there (the guard), else x0. It is reported once on the
 test split next to the base (all coefficients 0), the uniform merge and x0.
 """
@@ -92,7 +92,7 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
 
     `score_test=False` leaves the test split to a later evaluation (`hyper-es run` evaluates every row there).
     `reward`: a callable `(completion, reference) -> float` in place of every searched task's own (fitness,
-    validation and test; `search.reward` still replaces it for fitness), in this process (the Python API's)."""
+    validation and test; `fitness.reward` still replaces it for fitness), in this process (the Python API's)."""
     st = prepare(recipe, run_dir, backend=backend, score_test=score_test, reward=reward)
     with contextlib.ExitStack() as stack:
         engine, scorer = _engine(stack, st)
@@ -136,7 +136,7 @@ def prepare(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, 
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
     if (run_dir / "search" / CHECKPOINT).is_file():  # before an engine
         read_json(run_dir / "search" / CHECKPOINT, "delete it (and generations.jsonl) to restart the search")
-    fit_reward = rewards.get(recipe.search.reward) if recipe.search.reward else None
+    fit_reward = rewards.get(recipe.fitness.reward) if recipe.fitness.reward else None
     return Setup(recipe, run_dir, backend, ds, genome, settings, tasks, fit_pool, val, test, fit_reward)
 
 
@@ -154,16 +154,16 @@ def _check_directions(recipe: Recipe, run_dir: Path, ds: DirectionSet, zero: lis
 def _engine(stack: contextlib.ExitStack, st: Setup):
     """(engine, scorer): a pool of resident engines, one per Ray actor, or one in-place merge engine; the stack
     closes it."""
-    s = st.recipe.search
+    s, seed = st.recipe.serve, st.recipe.fitness.seed
     if st.recipe.executor.kind == "ray":
         from hyper_es.fitness.pool import engine_pool
 
         from hyper_es.engine import run_engine
 
         engine = engine_pool(stack, st.recipe, run_engine, run_dir=str(st.run_dir), backend=st.backend,
-                             workdir=str(st.out / "engine"), seed=s.seed, fused=s.compile_merge, batch=st.batch)
+                             workdir=str(st.out / "engine"), seed=seed, fused=s.compile_merge, batch=st.batch)
         return engine, engine
-    engine, tok = inplace_engine(st.recipe, st.backend, st.ds, st.genome, st.settings, st.out / "engine", seed=s.seed,
+    engine, tok = inplace_engine(st.recipe, st.backend, st.ds, st.genome, st.settings, st.out / "engine", seed=seed,
                                  fused=s.compile_merge, batch=st.batch)
     stack.callback(engine.close)
     return engine, Scorer(engine, tok, st.tasks)
@@ -171,18 +171,18 @@ def _engine(stack: contextlib.ExitStack, st: Setup):
 
 def _strategy(st: Setup, x0, sigma0):
     """(strategy, validation re-scores per generation): CMA-ES from x0, or x0 throughout (prompt-only)."""
-    s = st.recipe.search
+    s, f = st.recipe.search, st.recipe.fitness
     budget = Budget(s.max_generations, s.max_evals, s.wall_clock_s)
     if st.recipe.coevolve and st.recipe.coevolve.weights == "fixed":  # prompt-only: x0 throughout, as many scorings
         c = st.recipe.coevolve
         vectors = math.ceil(c.population / min(c.pairs, c.population))  # every prompt met once a generation
         budget.max_generations = math.ceil(st.batch * s.max_generations / vectors)
         # as many validation re-scores in all as the search makes: fewer per (more, smaller) generation
-        rescore_top = max(1, round(s.rescore_top * s.max_generations / budget.max_generations))
-        return FixedWeights(x0, vectors=vectors, budget=budget, out=st.out, seed=s.seed), rescore_top
+        rescore_top = max(1, round(f.rescore_top * s.max_generations / budget.max_generations))
+        return FixedWeights(x0, vectors=vectors, budget=budget, out=st.out, seed=f.seed), rescore_top
     lo, hi = st.genome.lower_upper()
-    return CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=s.seed, budget=budget,
-                     out=st.out), s.rescore_top
+    return CMASearch(x0, sigma0, lower=lo, upper=hi, popsize=s.popsize, seed=f.seed, budget=budget,
+                     out=st.out), f.rescore_top
 
 
 def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.ExitStack):
@@ -192,7 +192,7 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
     x0, sigma0 = st.genome.initial(s.x0, st.recipe.merge.density), s.sigma0
 
     def fit(x) -> Score:  # one candidate on generation 0's minibatch (the scale scan's)
-        return generation_scores(scorer, st.fit_pool, s, [x], 0, reward=st.fit_reward)[0]
+        return generation_scores(scorer, st.fit_pool, st.recipe.fitness, [x], 0, reward=st.fit_reward)[0]
 
     scan = scale_scan(fit, st.genome, x0, s.scale_scan, st.out) if s.scale_scan else None
     if scan:
@@ -234,7 +234,7 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
                                                         f"{a['per_s']:.2f}/s" for a in record["actors"]))
         tracker.generation(record)
 
-    drive(co or driver, score_generation(scorer, st.fit_pool, s, reward=st.fit_reward, extra=extra,
+    drive(co or driver, score_generation(scorer, st.fit_pool, st.recipe.fitness, reward=st.fit_reward, extra=extra,
                                          on_candidate=tracker.candidate_done, split=co.split if co else None),
           on_record=log)
     return driver, co, scan, x0
@@ -248,7 +248,7 @@ def finish(st: Setup, scorer, validation: Validation, driver, scan, x0) -> tuple
     x_best, start = np.array(best["x"]), co.start() if co else None
     genes_best = co.from_json(best["prompt"], "the best validation entry") if co else None
     validation.tokens = 0  # from here: the guard's and the rows' scorings (the generations' are in their records)
-    decision, vals = (guard(lambda c: validation(*c), (x0, start), (x_best, genes_best)) if st.recipe.search.guard
+    decision, vals = (guard(lambda c: validation(*c), (x0, start), (x_best, genes_best)) if st.recipe.fitness.guard
                       else (None, {}))
     if decision and decision["kept"] == "x0":
         x_best, genes_best = np.asarray(x0), start

@@ -33,9 +33,8 @@ def recipe(folder: Path, **executor):
     data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
     for split in ("train", "val"):  # the splits as recorded (before splits were partitioned by question)
         data["tasks"][0][split]["partition"] = "none"
-    data["search"] = {"popsize": 4, "max_generations": 3, "minibatch": 4, "val_size": 8, "rescore_top": 1,
-                      "sigma0": 0.5, "reward": "dense_reward:length_fraction", "fitness_set": "fixed",
-                      "scale_scan": None, "x0": "uniform", "guard": False}
+    data["search"] = {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"}
+    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction", "fitness_set": "fixed", "guard": False}
     data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
     data["merge"] = {"layer_group_size": 2}
     if executor:
