@@ -398,7 +398,7 @@ def remake_report(names: list[str], dest: Path) -> None:
     for n in (n for n in names if (dest / "eval" / f"{n}.json").is_file()):
         row = read_row(dest / "eval" / f"{n}.json")
         rows.append({**row, **({"val": read_val(dest / "eval", n)} if has_val(row["kind"], n) else {})})
-    write_report(dest, run_report(hx.load_recipe(dest / "recipe.yaml"), dest, rows))
+    write_report(dest, run_report(hx.recipe.load_run_recipe(dest), dest, rows))
 
 
 def summarize(args) -> None:

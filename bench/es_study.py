@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from hyper_es.evaluate import stats  # noqa: E402
 from hyper_es.evaluate.final import row_values  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
-from hyper_es.recipe import load_recipe, recipe_from_dict  # noqa: E402
+from hyper_es.recipe import load_run_recipe, recipe_from_dict  # noqa: E402
 
 ES = {"scope": "all_linear", "population": 16, "sigma": 1e-3, "alpha": 5e-7, "iterations": 100,
       "normalise": "zscore", "antithetic": False, "seed": 0, "noise": "generator"}  # the arms' runs predate the table
@@ -49,7 +49,7 @@ SHARED = ["search", "eval", "geometry.json", "recipe.yaml"]
 
 
 def arm_recipe(source: Path, **es):
-    data = load_recipe(source / "recipe.yaml").model_dump(mode="json")
+    data = load_run_recipe(source).model_dump(mode="json")
     data["es"].update({**ES, **es})
     return recipe_from_dict(data, ROOT / "recipes" / "smollm2-135m.yaml")
 

@@ -43,7 +43,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     run = Path(args.run)
-    recipe = hx.load_recipe(args.recipe or run / "recipe.yaml")
+    recipe = hx.load_recipe(args.recipe) if args.recipe else hx.recipe.load_run_recipe(run)
     ds = hx.DirectionSet.from_run(run)
     genome, settings = recipe_genome(recipe, ds)
     x0, n = genome.initial(recipe.search.x0, recipe.merge.density), len(genome.keys)

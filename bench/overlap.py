@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "decide2")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     args = ap.parse_args()
-    recipe = hx.load_recipe(args.results / f"seed{args.seeds[0]}" / "main" / "recipe.yaml")
+    recipe = hx.recipe.load_run_recipe(args.results / f"seed{args.seeds[0]}" / "main")
     over = overlapping(recipe)
     sizes = {t: len(get_task(t, recipe).rows("test")) for t in TASKS}
     print("test rows whose expression is in the other task's train split: "

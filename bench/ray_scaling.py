@@ -62,11 +62,11 @@ def main() -> None:
     from hyper_es.directions import DirectionSet
     from hyper_es.merging import recipe_genome
     from hyper_es.progress import setup_logging
-    from hyper_es.recipe import load_recipe
+    from hyper_es.recipe import load_run_recipe
     from hyper_es.fitness import fitness_splits
 
     setup_logging()
-    recipe = load_recipe(args.run / "recipe.yaml")
+    recipe = load_run_recipe(args.run)
     recipe.threads = 1
     genome, _ = recipe_genome(recipe, DirectionSet.from_run(args.run))
     x0 = np.asarray(genome.initial("ones", recipe.merge.density))

@@ -114,3 +114,16 @@ def test_shipped_recipes_load_and_round_trip(path):
     assert recipe.base_dir == path.parent.resolve()
     again = Recipe.model_validate(yaml.safe_load(recipe.to_yaml()))
     assert again.model_dump() == recipe.model_dump()
+
+
+def test_a_run_folder_written_before_fitness_reads_with_the_fields_moved(tmp_path):
+    """The committed re-decision's run folders name fitness and serve fields under search:. A command given such a
+    recipe refuses it, naming the move; a run folder's recipe.yaml is data and reads with the fields moved."""
+    run = ROOT / "bench/results/decide2/seed0/main"
+    old = yaml.safe_load((run / "recipe.yaml").read_text())
+    assert old["search"]["minibatch"] == 64 and "fitness" not in old
+    recipe = hx.recipe.load_run_recipe(run)
+    assert (recipe.fitness.minibatch, recipe.fitness.fitness_set, recipe.fitness.val_size) == (64, "fixed", 200)
+    assert recipe.serve.candidates == old["search"]["candidates"] and recipe.search.popsize == old["search"]["popsize"]
+    with pytest.raises(hx.errors.RecipeError, match=r"recipe\.yaml: search: .*minibatch moved to fitness\.minibatch"):
+        hx.load_recipe(run / "recipe.yaml")

@@ -29,7 +29,7 @@ def export(
     from hyper_es import export as ex
     from hyper_es.directions import DirectionSet
     from hyper_es.merging import Genome, global_weights, recipe_genome
-    from hyper_es.recipe import load_recipe
+    from hyper_es.recipe import load_run_recipe
     from hyper_es.rows import prompt_file
 
     if format not in ("hf", "mergekit", "peft"):
@@ -38,14 +38,14 @@ def export(
     if row is not None:
         if genome or weights:
             _fail("--row: exports that row's weights; it takes no --genome or --weights")
-        errors, prompt = ex.export_row(load_recipe(run / "recipe.yaml"), run, row, format, out, rank=rank,
+        errors, prompt = ex.export_row(load_run_recipe(run), run, row, format, out, rank=rank,
                                        max_error=max_error)
         if errors:
             _svd_line(errors, rank)
         typer.echo(f"wrote {out}" + (f" and {prompt} (the co-evolved prompt the row was scored with)" if prompt else ""))
         return
     ds = DirectionSet.from_run(run)
-    _, settings = recipe_genome(load_recipe(run / "recipe.yaml"), ds)
+    _, settings = recipe_genome(load_run_recipe(run), ds)
     if weights:
         try:
             pairs = {name: float(w) for name, w in (kv.split("=", 1) for kv in weights.split(","))}
