@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from hyper_es.errors import ConfigError, DataError
+from hyper_es.rundir import BEST_FILE, RESULT_FILE, SEARCH_DIR
 
 
 @dataclass
@@ -132,11 +133,11 @@ def search_merge(directions, *, out: str | Path, tasks: list | None = None, reci
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out: {out} exists and is not a folder; expected a folder (new, or one this call wrote)")
     write_imported(directions, out, [{"kind": "python", "origin": d.origin} for d in directions.directions])
-    result = (read_json(out / "search" / "result.json", "delete it to search again")
-              if (out / "search" / "result.json").is_file() else run_search(rec, out, backend=engine,
+    result = (read_json(out / SEARCH_DIR / RESULT_FILE, "delete it to search again")
+              if (out / SEARCH_DIR / RESULT_FILE).is_file() else run_search(rec, out, backend=engine,
                                                                            reward=callable_reward))
     ds = DirectionSet.from_run(out)
-    genome, x = Genome.from_json(out / "search" / "best.json")
-    log = out / "search" / LOG
+    genome, x = Genome.from_json(out / SEARCH_DIR / BEST_FILE)
+    log = out / SEARCH_DIR / LOG
     history = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return SearchResult(out, ds, genome, x, recipe_genome(rec, ds)[1], result, history)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hyper_es.recipe import Recipe, recipe_from_dict
 from hyper_es.recipe.isolate import in_own_process
+from hyper_es.rundir import GEOMETRY_FILE, RESULT_FILE, SEARCH_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -63,9 +64,9 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     logger.info("stage 1/4: gradient stage (%s%s)", "the recipe's directions" if given else
                 f"{recipe.gradient.directions} directions", " + GRPO-LoRA baseline" if baseline else "")
     collect(recipe, run_dir, baseline=baseline, measure=partial(measure_difficulty, backend=backend))  # isolates jobs
-    if not (run_dir / "geometry.json").is_file():
-        write_json_atomic(run_dir / "geometry.json", DirectionSet.from_run(run_dir).geometry())
-    if (run_dir / "search" / "result.json").is_file():
+    if not (run_dir / GEOMETRY_FILE).is_file():
+        write_json_atomic(run_dir / GEOMETRY_FILE, DirectionSet.from_run(run_dir).geometry())
+    if (run_dir / SEARCH_DIR / RESULT_FILE).is_file():
         logger.info("stage 2/4: search already finished (search/result.json)")
     else:
         logger.info("stage 2/4: CMA-ES search")

@@ -106,3 +106,22 @@ def test_the_benchmarks_import_nothing_private_of_the_package():
     assert _private_imports("from hyper_es.fitness.rows import draw_rows, _planted") == ["hyper_es.fitness.rows._planted"]
     found = {str(p.relative_to(ROOT)): _private_imports(p.read_text()) for p in sorted((ROOT / "bench").rglob("*.py"))}
     assert not {k: v for k, v in found.items() if v}, found
+
+
+def _named_paths(source: str, names: set[str]) -> list[str]:
+    """The run-folder names `source` joins into a path as literals (`x / "search"`) instead of from hyper_es.rundir."""
+    return [f"{n.lineno}: {n.right.value!r}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and isinstance(n.right, ast.Constant)
+            and n.right.value in names]
+
+
+def test_run_folder_names_come_from_rundir():
+    import hyper_es.rundir as rundir
+
+    names = {v for k, v in vars(rundir).items() if k.isupper() and isinstance(v, str)}
+    assert _named_paths('run / "search" / RESULT_FILE', names) == ["1: 'search'"]  # a planted literal is found
+    other = {"models/__init__.py", "architectures/__init__.py", "tasks/builtin.py"}  # a checkpoint's config.json, the
+    found = {str(p.relative_to(ROOT)): _named_paths(p.read_text(), names)  # shipped data's manifest.json
+             for p in sorted((ROOT / "hyper_es").rglob("*.py"))
+             if p.name != "rundir.py" and str(p.relative_to(ROOT / "hyper_es")) not in other}
+    assert not {k: v for k, v in found.items() if v}, found

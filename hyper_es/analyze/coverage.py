@@ -18,6 +18,7 @@ import numpy as np
 from hyper_es.errors import DataError
 from hyper_es.evaluate.passk import mean_pass_at_k
 from hyper_es.io import read_json, write_json_atomic
+from hyper_es.rundir import ES_CONFIG, ES_DIR, ES_HISTORY, EVAL_DIR
 
 BINS = np.linspace(0, 1, 11)
 
@@ -26,7 +27,7 @@ def sampled_rows(run_dirs: list[Path]) -> dict[str, dict[str, dict[str, tuple[in
     """{row label: {task: {problem id: (n, correct)}}} for every evaluated row with sampled records."""
     out = {}
     for run in run_dirs:
-        files = sorted((Path(run) / "eval").glob("*.json"))
+        files = sorted((Path(run) / EVAL_DIR).glob("*.json"))
         if not files:
             raise DataError(f"{run}: no evaluated rows in eval/ (run `hyper-es run` first)")
         for path in files:
@@ -49,11 +50,11 @@ def es_diversity(run_dirs: list[Path]) -> dict[str, list[dict]]:
     """{run label: [per-iteration diversity]} for the runs with an ES history that logged it."""
     out = {}
     for run in run_dirs:
-        path = Path(run) / "es" / "history.jsonl"
+        path = Path(run) / ES_DIR / ES_HISTORY
         if path.is_file():
             from hyper_es.es.history import read_history
 
-            config = read_json(Path(run) / "es" / "config.json", "delete RUN/es to restart ES")
+            config = read_json(Path(run) / ES_DIR / ES_CONFIG, "delete RUN/es to restart ES")
             curve = [r["diversity"] for r in read_history(path, config["es"]["population"]) if "diversity" in r]
             if curve:
                 out[Path(run).name] = curve

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from hyper_es.cli.app import _fail, _writable, command
+from hyper_es.rundir import BEST_FILE, SEARCH_DIR
 
 
 @command()
@@ -55,7 +56,7 @@ def export(
             _fail(f"--weights: expected one weight for each of {', '.join(ds.names)}; got {', '.join(pairs)}")
         g, x = global_weights(ds, pairs)
     else:
-        path = genome or run / "search" / "best.json"
+        path = genome or run / SEARCH_DIR / BEST_FILE
         if genome is not None and not genome.is_file():
             _fail(f"--genome {genome}: no such file")
         if not path.is_file():

@@ -12,6 +12,7 @@ import typer
 
 from hyper_es.errors import HyperESError
 from hyper_es.cli.app import RecipeBackend, _backend, _fail, _ints, _writable, command, logger
+from hyper_es.rundir import GEOMETRY_FILE, REPORT_MD
 
 
 @command()
@@ -134,7 +135,7 @@ def collect(
     directions_table(folders)
     if not baseline_only:
         geom = DirectionSet.from_run(out).geometry()
-        write_json_atomic(out / "geometry.json", geom)
+        write_json_atomic(out / GEOMETRY_FILE, geom)
         geometry_table(geom)
 
 
@@ -156,7 +157,7 @@ def run_cmd(
     rec = load_recipe(recipe)
     report = run(quick_recipe(rec) if quick else rec, out, backend=backend)
     report_table(report)
-    typer.echo(f"report: {out / 'report.md'}")
+    typer.echo(f"report: {out / REPORT_MD}")
 
 
 @command("es")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyper_es.compare.plan import PLAN, ComparePlan, Goal, read_plan, write_plan
+from hyper_es.rundir import REPORT_FILE, SUMMARY_FILE, SUMMARY_MD
 
 __all__ = ["PLAN", "ComparePlan", "Goal", "read_plan", "render", "write_plan"]
 
@@ -25,10 +26,10 @@ def render(root: Path, seeds: list[int] | None = None, *, figure: bool = True) -
     if figure:
         draw(plan, summary, root)
     reports = (f for d in seed_dirs(root, seeds).values() for arm in dict.fromkeys(a for a, _ in plan.rows.values())
-               if (f := d / arm / "report.json").is_file())
+               if (f := d / arm / REPORT_FILE).is_file())
     evals = (read_json(f, "re-run that arm").get("eval") for f in reports)  # read until one has its settings
     sampling = next((e for e in evals if e), None)  # the arms' sampling settings, for the Pass@k heading
-    write_json_atomic(root / "summary.json", summary)
+    write_json_atomic(root / SUMMARY_FILE, summary)
     text = md.markdown(plan, summary, root, sampling, len(seed_dirs(root, seeds)))
-    (root / "summary.md").write_text(text)
+    (root / SUMMARY_MD).write_text(text)
     return summary, text

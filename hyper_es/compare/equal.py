@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from hyper_es.io import read_json
+from hyper_es.rundir import DIRECTIONS_DIR, REPORT_FILE
 
 
 def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, budget: str = "tokens") -> dict:
@@ -17,9 +18,9 @@ def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, 
     up, so the control gets at least the budget; at most `max_batches` (then it is `capped`, and the plan says so)."""
     from hyper_es.directions.manifest import read_manifest
 
-    report = read_json(Path(main) / "report.json", "re-run the main run")
+    report = read_json(Path(main) / REPORT_FILE, "re-run the main run")
     row = next(r for r in report["rows"] if r["name"] == "hyper-es")
-    job = read_manifest(Path(main) / "directions" / "baseline")
+    job = read_manifest(Path(main) / DIRECTIONS_DIR / "baseline")
     steps = job["optimizer_steps"]
     per_step, per_step_s = job["tokens"] / steps, job["wall_seconds"] / steps
     equal, equal_s = math.ceil(row["tokens"] / per_step), math.ceil(row["wall_s"] / per_step_s)  # batches

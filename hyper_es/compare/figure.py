@@ -8,14 +8,14 @@ from pathlib import Path
 from hyper_es.compare.plan import ComparePlan
 from hyper_es.directions.manifest import read_manifest
 from hyper_es.io import read_json
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import DIRECTIONS_DIR, EVAL_DIR, FIGURE_FILE
 from hyper_es.rows.names import snapshot_step
 
 
 def curves(seed_dir: Path, arm: str) -> list[tuple[int, float, float]]:
     """(generated training tokens, wall s, validation accuracy) of every candidate of an arm's GRPO run."""
     folder = seed_dir / arm
-    m = read_manifest(folder / "directions" / "baseline")
+    m = read_manifest(folder / DIRECTIONS_DIR / "baseline")
     if m is None:
         return []
     tokens = dict(map(tuple, m.get("token_curve") or []))
@@ -64,7 +64,7 @@ def figure(plan: ComparePlan, summary: dict, root: Path) -> Path | None:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(root) / "accuracy_cost.png"
+    path = Path(root) / FIGURE_FILE
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

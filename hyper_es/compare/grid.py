@@ -15,9 +15,9 @@ from pathlib import Path
 
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe, recipe_from_dict
+from hyper_es.rundir import DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
-GRID_FILE = "lr_grid.json"  # a seed's grid: ROOT/seed<N>/lr_grid.json
 CRITERION = ("an lr scores its best trained adapter (snapshots and final) by greedy validation accuracy, ties to "
              "fewer steps; ties between lrs go to the smaller lr")
 
@@ -72,7 +72,7 @@ def score_lr(recipe: Recipe, run_dir: Path) -> dict:
     collect(recipe, run_dir, baseline=True)
     vals = in_own_process(recipe, "validation", evaluate_run, run_dir, test=False)  # no engine left in the driver
     best = best_trained(vals)
-    job = read_manifest(Path(run_dir) / "directions" / "baseline")
+    job = read_manifest(Path(run_dir) / DIRECTIONS_DIR / "baseline")
     logger.info("lr %g: best %s, validation %.4f", recipe.gradient.learning_rate, best["name"], best["val"]["mean"])
     return {"best": best["name"], "steps": best["steps"], "val": best["val"]["mean"],
             "candidates": {v["name"]: {"steps": v["steps"], "val": v["val"]["mean"]} for v in vals},

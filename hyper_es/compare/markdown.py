@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hyper_es.compare.plan import ComparePlan
 from hyper_es.report.markdown import fmt_diff as _fmt
+from hyper_es.rundir import FIGURE_FILE
 
 
 def _n(v) -> str:
@@ -151,7 +152,7 @@ def markdown(plan: ComparePlan, summary: dict, root: Path, sampling: dict | None
     lines = _rows(plan, summary) + _equal_plans(summary) + _scale_fits(summary)
     lines += _differences(plan, summary, sampling)
     lines += _goal(plan, summary, seeds or len(summary["seeds"])) + _prompts(summary["seeds"])
-    if (Path(root) / "accuracy_cost.png").is_file():
-        lines += ["", "![accuracy against generated tokens and wall time](accuracy_cost.png)"]
+    if (Path(root) / FIGURE_FILE).is_file():
+        lines += ["", f"![accuracy against generated tokens and wall time]({FIGURE_FILE})"]
     lines += _partial(plan, summary.get("partial") or {})
     return "\n".join(lines) + "\n"

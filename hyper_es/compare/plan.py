@@ -11,8 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hyper_es.errors import ConfigError
 from hyper_es.io import read_json
 from hyper_es.recipe.load import format_validation_error
+from hyper_es.rundir import PLAN_FILE
 
-PLAN = "compare.json"
+PLAN = PLAN_FILE
 
 
 class Goal(BaseModel):

@@ -19,11 +19,11 @@ import os
 import shutil
 from pathlib import Path
 
-from hyper_es.compare.grid import GRID_FILE, overlay, score_lr, tune, variant
+from hyper_es.compare.grid import overlay, score_lr, tune, variant
 from hyper_es.compare.plan import ComparePlan, write_plan
 from hyper_es.errors import RecipeError
 from hyper_es.recipe import Recipe
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import DIRECTIONS_DIR, EQUAL_FILE, EVAL_DIR, GRID_FILE
 
 logger = logging.getLogger(__name__)
 GRID, MAIN, EQUAL = "grid", "main", "equal"
@@ -106,7 +106,7 @@ def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe
     from hyper_es.compare.equal import equal_overlay, equal_plan
     from hyper_es.io import read_json, write_json_atomic
 
-    path = seed_dir / EQUAL / "equal_compute.json"
+    path = seed_dir / EQUAL / EQUAL_FILE
     if path.is_file():
         plan = read_json(path, "delete the folder to plan it again")
     else:
@@ -152,8 +152,8 @@ def link(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...]) -> Non
         except OSError:
             shutil.copy2(f, target)
 
-    if baseline and (src / "directions" / "baseline").is_dir() and not (dest / "directions" / "baseline").exists():
-        shutil.copytree(src / "directions" / "baseline", dest / "directions" / "baseline", copy_function=put)
+    if baseline and (src / DIRECTIONS_DIR / "baseline").is_dir() and not (dest / DIRECTIONS_DIR / "baseline").exists():
+        shutil.copytree(src / DIRECTIONS_DIR / "baseline", dest / DIRECTIONS_DIR / "baseline", copy_function=put)
     for pattern in rows:
         for sub in (EVAL_DIR, f"{EVAL_DIR}/val"):
             for f in (src / sub).glob(f"{pattern}.json"):

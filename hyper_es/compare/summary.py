@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hyper_es.compare.grid import GRID_FILE
 from hyper_es.compare.plan import ComparePlan
 from hyper_es.evaluate import stats
 from hyper_es.evaluate.final import row_values
 from hyper_es.io import read_json
 from hyper_es.rows import prompt_file
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import EQUAL_FILE, EVAL_DIR, GRID_FILE, REPORT_FILE
 
 POOLING = "mean over seed × task strata, equal weights; problems resampled within each stratum"
 
@@ -25,7 +24,7 @@ def seed_dirs(root: Path, seeds: list[int] | None) -> dict[int, Path]:
 
 
 def _report(folder: Path) -> dict | None:
-    path = folder / "report.json"
+    path = folder / REPORT_FILE
     return read_json(path, "re-run that arm") if path.is_file() else None
 
 
@@ -93,7 +92,7 @@ def grid_cost(seed_dir: Path) -> dict | None:
 
 def _seed_files(plan: ComparePlan, seed_dir: Path, entry: dict) -> None:
     """The seed's equal-compute plan, scale fits and chosen prompts, where its arms wrote them."""
-    path = seed_dir / (plan.equal_arm or "") / "equal_compute.json"
+    path = seed_dir / (plan.equal_arm or "") / EQUAL_FILE
     if plan.equal_arm and path.is_file():  # how many steps equal compute took, and whether they were capped
         entry["equal_compute"] = read_json(path, "re-run the equal-compute arm")
     fits = {arm: seed_dir / arm / "scale_fit.json" for arm in plan.scale_fit_arms}
@@ -185,7 +184,7 @@ def partial(plan: ComparePlan, root: Path, seeds: list[int] | None = None) -> di
     for seed, seed_dir in seed_dirs(root, seeds).items():
         for arm in plan.partial_arms:
             folder = seed_dir / arm
-            if (folder / "report.json").is_file() or not (folder / EVAL_DIR / "hyper-es.json").is_file():
+            if (folder / REPORT_FILE).is_file() or not (folder / EVAL_DIR / "hyper-es.json").is_file():
                 continue
             rows = {p.stem: read_json(p, "re-run the arm") for p in sorted((folder / EVAL_DIR).glob("*.json"))}
             tasks = list(rows["hyper-es"]["results"])

@@ -15,9 +15,9 @@ from hyper_es.directions.train import run_job
 from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import Recipe, pin_run_partitions
 from hyper_es.recipe.isolate import in_own_process
+from hyper_es.rundir import DIRECTIONS_DIR, RECIPE_FILE
 
 logger = logging.getLogger(__name__)
-RECIPE_FILE = "recipe.yaml"
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
@@ -73,7 +73,7 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
     base_hash = weights_hash(models.resolve(recipe.model.name, revision=recipe.model.revision))
     done, pending = [], []
     for job in plan:
-        folder = run_dir / "directions" / job.name
+        folder = run_dir / DIRECTIONS_DIR / job.name
         manifest = read_manifest(folder)
         if manifest is not None:
             logger.info("job %s already finished (%d steps); skipping", job.name, manifest["optimizer_steps"])

@@ -9,12 +9,13 @@ from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rundir import DIRECTIONS_DIR
 
 DIFFICULTY = "difficulty.json"  # in RUN/directions/
 
 
 def difficulty_path(run_dir: Path) -> Path:
-    return Path(run_dir) / "directions" / DIFFICULTY
+    return Path(run_dir) / DIRECTIONS_DIR / DIFFICULTY
 
 
 def needs_difficulty(recipe) -> bool:

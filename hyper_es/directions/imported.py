@@ -15,6 +15,7 @@ from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, read_ad
 from hyper_es.errors import DataError
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
+from hyper_es.rundir import DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def write_imported(ds: DirectionSet, run_dir: Path, origins: list[dict]) -> list
     """Write each direction of a validated set into RUN/directions/<name>/ with its provenance (`origins[k]`: a
     `peft-adapter` origin copies the adapter's files as they are; any other stores the direction as a one-direction
     saved set); a direction already there is kept. Returns the folders in the set's order."""
-    root = Path(run_dir) / "directions"
+    root = Path(run_dir) / DIRECTIONS_DIR
     done = {m["name"] for _, m in finished_jobs(run_dir) if "imported" in m}
     base = {"name": ds.base, "sha256": ds.base_hash}
     for d, origin in zip(ds.directions, origins, strict=True):

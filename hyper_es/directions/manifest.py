@@ -6,8 +6,9 @@ from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rundir import DIRECTIONS_DIR, MANIFEST_FILE
 
-MANIFEST = "manifest.json"
+MANIFEST = MANIFEST_FILE
 SOURCE = "source.json"  # an imported direction's provenance (directions/imported.py), in place of a manifest
 REQUIRED = ("name", "job", "base", "optimizer_steps", "completions", "tokens", "reward_curve", "wall_seconds")
 
@@ -45,7 +46,7 @@ def read_record(folder: Path) -> dict | None:
 
 def finished_jobs(run_dir: Path, *, include_baseline: bool = False) -> list[tuple[Path, dict]]:
     """(folder, record) of every finished direction under run_dir/directions (trained or imported), by name."""
-    root = Path(run_dir) / "directions"
+    root = Path(run_dir) / DIRECTIONS_DIR
     out = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
         if folder.name.startswith("."):

@@ -22,6 +22,7 @@ from hyper_es.directions.manifest import MANIFEST, read_manifest
 from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from hyper_es.errors import DataError
 from hyper_es.io import read_json, write_json_atomic
+from hyper_es.rundir import DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def _increment(new: dict, old: dict | None) -> dict:
 def derive_directions(recipe, run_dir: Path) -> list[Path]:
     """Write RUN/directions/<name>/ for every planned direction from the finished baseline's snapshots."""
     run_dir = Path(run_dir)
-    baseline = run_dir / "directions" / BASELINE
+    baseline = run_dir / DIRECTIONS_DIR / BASELINE
     manifest = read_manifest(baseline)
     if manifest is None:
         raise DataError(f"{baseline}: the baseline run has not finished; directions_from: snapshots needs it")
@@ -64,11 +65,11 @@ def derive_directions(recipe, run_dir: Path) -> list[Path]:
     for job in plan_directions(recipe):
         hi = lo + job.steps
         weights = load_file(str(_adapter_at(baseline, hi, final) / ADAPTER_WEIGHTS))
-        folder = run_dir / "directions" / job.name
+        folder = run_dir / DIRECTIONS_DIR / job.name
         if read_manifest(folder) is None:
             delta = _increment(weights, prev)
             rank = cfg["r"] * (1 if prev is None else 2)
-            work = run_dir / "directions" / f".work-{job.name}"
+            work = run_dir / DIRECTIONS_DIR / f".work-{job.name}"
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
             save_file(delta, str(work / ADAPTER_WEIGHTS))

@@ -12,6 +12,7 @@ from safetensors import SafetensorError, safe_open
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rundir import MANIFEST_FILE
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
@@ -106,7 +107,7 @@ def read_adapter(folder: Path, name: str | None = None) -> Direction:
     if not cfg_path.is_file() or not w_path.is_file():
         raise DataError(f"adapter {folder}: not a PEFT adapter folder (expected {ADAPTER_CONFIG} and {ADAPTER_WEIGHTS})")
     # A run's direction (it has a manifest) is retrained by deleting it; another adapter must be saved again.
-    fix = (f"delete the folder {folder.name} to redo this job" if (folder / "manifest.json").is_file()
+    fix = (f"delete the folder {folder.name} to redo this job" if (folder / MANIFEST_FILE).is_file()
            else "save the adapter again (PEFT save_pretrained)")
     cfg = read_json(cfg_path, fix)
     if not isinstance(cfg, dict):

@@ -20,6 +20,7 @@ from hyper_es.io import write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
 from hyper_es.tasks.prompts import plain_text
+from hyper_es.rundir import DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +262,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
 
     GRPOTrainer = grpo_trainer(recipe.gradient.use_vllm)  # noqa: N806 - a class
 
-    final = dest or run_dir / "directions" / job.name
+    final = dest or run_dir / DIRECTIONS_DIR / job.name
     work = final.parent / f".work-{job.name}"
     trainer_dir = work / "trainer"
     if work.exists() and not (recipe.gradient.checkpoint_every and trainer_dir.is_dir()):

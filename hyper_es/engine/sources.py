@@ -21,6 +21,7 @@ import torch
 
 from hyper_es.errors import HyperESError
 from hyper_es.es.member import Member
+from hyper_es.rundir import DIRECTIONS_DIR
 
 Weights = Iterator[tuple[str, torch.Tensor, "torch.Tensor | None"]]
 Factors = Iterator[tuple[str, torch.Tensor, torch.Tensor]]  # (tensor, A, B): the update B·A, as a LoRA candidate
@@ -223,7 +224,7 @@ class MergeWeights:
     def worker_spec(self, workdir: Path) -> dict:
         """Plain data for the vLLM worker: the directions and genome are saved under `workdir`."""
         workdir = Path(workdir)
-        set_dir = self.ds.save(workdir / "directions")
+        set_dir = self.ds.save(workdir / DIRECTIONS_DIR)
         (workdir / "genome.json").write_text(self.genome.to_json())
         return {"weights": "merge", "set_dir": str(set_dir), "genome": str(workdir / "genome.json"),
                 "settings": json.loads(json.dumps(asdict(self.settings))), "base": str(self.base),

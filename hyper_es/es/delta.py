@@ -11,6 +11,7 @@ import torch
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rundir import ES_CONFIG, ES_DIR, RESULT_FILE
 
 
 def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
@@ -22,12 +23,12 @@ def es_delta(run_dir: str | Path, base: str | Path) -> tuple[dict[str, torch.Ten
     from hyper_es.es.scope import es_tensors
     from hyper_es.es.update import apply_update
 
-    out = Path(run_dir) / "es"
-    result = read_json(out / "result.json", "delete it to finish ES again (re-run)")
-    config = read_json(out / "config.json", "delete RUN/es to restart ES")
+    out = Path(run_dir) / ES_DIR
+    result = read_json(out / RESULT_FILE, "delete it to finish ES again (re-run)")
+    config = read_json(out / ES_CONFIG, "delete RUN/es to restart ES")
     kept = result.get("kept_iterations") if isinstance(result, dict) else None
     if not isinstance(kept, int):
-        raise DataError(f"{out / 'result.json'}: no kept_iterations; delete it to finish ES again")
+        raise DataError(f"{out / RESULT_FILE}: no kept_iterations; delete it to finish ES again")
     history = read_history(out / HISTORY, config["es"]["population"])
     if len(history) < kept:
         raise DataError(f"{out / HISTORY}: {len(history)} iterations, but the result keeps {kept}")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
+from hyper_es.rundir import ES_CONFIG, ES_DIR, ES_HISTORY, RESULT_FILE
 
-HISTORY = "history.jsonl"
+HISTORY = ES_HISTORY
 START = "start.safetensors"  # the start row's update (es.start: baseline | hyper-es)
 FIELDS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha")
 
@@ -37,9 +38,9 @@ def read_history(path: Path, population: int) -> list[dict]:
 def finished(out: Path, population: int) -> dict | None:
     """RUN/es/result.json when it covers the whole history: that result stands (re-scoring would only rewrite
     its timing)."""
-    if not (out / "result.json").is_file():
+    if not (out / RESULT_FILE).is_file():
         return None
-    done = read_json(out / "result.json", "delete it to finish ES again")
+    done = read_json(out / RESULT_FILE, "delete it to finish ES again")
     ok = isinstance(done, dict) and done.get("iterations") == len(read_history(out / HISTORY, population))
     return done if ok else None
 
@@ -50,10 +51,10 @@ GRPO_JOB = "es-grpo"
 
 def grpo_folder(run_dir: str | Path) -> Path:
     """RUN/es/grpo/: the GRPO-LoRA job trained on ES's kept weights (es.then: grpo)."""
-    return Path(run_dir) / "es" / GRPO_DIR
+    return Path(run_dir) / ES_DIR / GRPO_DIR
 
 
 def es_start(run_dir: Path) -> str:
     """The row RUN/es started from (`es.start`: base, baseline or hyper-es)."""
-    config = read_json(run_dir / "es" / "config.json", "delete RUN/es to restart ES")
+    config = read_json(run_dir / ES_DIR / ES_CONFIG, "delete RUN/es to restart ES")
     return (config.get("es") or {}).get("start", "base")

@@ -41,7 +41,7 @@ from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
 from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row, run_prompts
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, MANIFEST_FILE, RESULT_FILE, SEARCH_DIR
 from hyper_es.rows import names as row_names
 
 logger = logging.getLogger(__name__)
@@ -76,9 +76,9 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
     found = finished_jobs(run_dir)
     jobs = [Path(f) for f, _ in found]
     folders, names = list(jobs), [m["name"] for _, m in found]
-    baseline = run_dir / "directions" / "baseline"
+    baseline = run_dir / DIRECTIONS_DIR / "baseline"
     snapshots = {}
-    if (baseline / "manifest.json").is_file():
+    if (baseline / MANIFEST_FILE).is_file():
         folders.append(baseline)
         names.append("baseline")
         for snap in sorted((baseline / SNAPSHOTS).glob("step-*"), key=lambda p: int(p.name[5:])):
@@ -91,7 +91,7 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
     if not load:
         return None, names[:len(jobs)], snapshots
     ds = DirectionSet(bases.pop(), [load_direction(f, n) for f, n in zip(folders, names)])
-    if (run_dir / "es" / "result.json").is_file():  # full-parameter ES: its update as one dense direction
+    if (run_dir / ES_DIR / RESULT_FILE).is_file():  # full-parameter ES: its update as one dense direction
         from hyper_es.directions.sources import Dense, Direction
         from hyper_es.es.delta import es_delta
         from hyper_es.es.history import grpo_folder
@@ -101,13 +101,13 @@ def eval_set(run_dir: Path, *, load: bool = True) -> tuple[DirectionSet | None, 
         if read_manifest(grpo_folder(run_dir)) is not None:  # ES → GRPO-LoRA
             dense["es+grpo"] = es_grpo_delta(run_dir, ds.base)
         ds = DirectionSet(ds.base, [*ds.directions, *(Direction(n, {t: Dense(v) for t, v in d.items()},
-                                                                 origin=str(run_dir / "es")) for n, d in dense.items())],
+                                                                 origin=str(run_dir / ES_DIR)) for n, d in dense.items())],
                           validate=False)
     return ds, names[:len(jobs)], snapshots
 
 
 def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]) -> list[Row]:
-    manifests = {n: read_record(run_dir / "directions" / n) for n in search_names}
+    manifests = {n: read_record(run_dir / DIRECTIONS_DIR / n) for n in search_names}
     total = sum(m["optimizer_steps"] for m in manifests.values())
     rows = [Row("base", "base", steps=0)]
     # A snapshot increment alone is not a model anyone trained (and the first one is a baseline snapshot): skipped.
@@ -115,29 +115,29 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
              if "derived_from" not in manifests[n]]
     if search_names:
         rows.append(Row("uniform", "uniform", {n: 1.0 / len(search_names) for n in search_names}, steps=total))
-    baseline = run_dir / "directions" / "baseline" / "manifest.json"
+    baseline = run_dir / DIRECTIONS_DIR / "baseline" / MANIFEST_FILE
     if baseline.is_file():
         steps = read_manifest(baseline.parent)["optimizer_steps"]
         rows += [Row(row_names.snapshot(s), "baseline-snapshot", {row_names.snapshot(s): 1.0}, raw=True, steps=s)
                  for s in snapshots]
         rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
-    if (run_dir / "es" / "result.json").is_file():  # ES takes no gradient steps; a sequenced start's are its
+    if (run_dir / ES_DIR / RESULT_FILE).is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
         steps = 0 if start == "base" else {r.name: r.steps for r in rows}.get(start, total)  # hyper-es: its directions
         name = row_names.es_row(start)
         rows.append(Row(name, "es", {"es": 1.0}, raw=True, steps=steps))
-        rows += prompted_row(run_dir / "es", rows[-1])
-        grpo = read_manifest(run_dir / "es" / "grpo")
+        rows += prompted_row(run_dir / ES_DIR, rows[-1])
+        grpo = read_manifest(run_dir / ES_DIR / "grpo")
         if grpo is not None:  # ES → GRPO-LoRA
             rows.append(Row(row_names.es_grpo_row(start), "es-grpo", {"es+grpo": 1.0}, raw=True,
                             steps=steps + grpo["optimizer_steps"]))
-    best = run_dir / "search" / "best.json"
+    best = run_dir / SEARCH_DIR / BEST_FILE
     if best.is_file():
         genome, x = Genome.from_json(best)
         if x is None:
             raise DataError(f"{best}: the genome has no values; delete it and search/result.json to redo the search")
         rows.append(Row("hyper-es", "hyper-es", searched=(genome, x), steps=total))
-        rows[-1:] = prompted_row(run_dir / "search", rows[-1]) + rows[-1:]
+        rows[-1:] = prompted_row(run_dir / SEARCH_DIR, rows[-1]) + rows[-1:]
         start = start_genome(run_dir)
         if start is not None:  # what the search adds over its own start (the scanned scale of x0)
             rows.append(Row("search-start", "search-start", searched=start, steps=total))

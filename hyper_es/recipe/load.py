@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from hyper_es.errors import RecipeError
 from hyper_es.recipe.data import SOURCE_TAGS, BuiltinSource, FileSource, HFSource, ReasoningGymSource
 from hyper_es.recipe.schema import MOVED, Recipe
+from hyper_es.rundir import RECIPE_FILE
 
 
 def _loc(loc: tuple) -> str:
@@ -115,7 +116,7 @@ def move_search_fields(data: Any) -> Any:
 def load_run_recipe(run_dir: str | Path) -> Recipe:
     """RUN/recipe.yaml, as the run was made (old generated splits keep their partition: none; fields that moved
     from search: are moved)."""
-    path = Path(run_dir) / "recipe.yaml"
+    path = Path(run_dir) / RECIPE_FILE
     return recipe_from_dict(move_search_fields(pin_run_partitions(_read_yaml(path))), path)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from hyper_es.cost import Cost
 from hyper_es.report.markdown import report_markdown
 from hyper_es.rows import names as row_names
+from hyper_es.rundir import LOG_FILE, REPORT_FILE, REPORT_MD, RESULT_FILE, SEARCH_DIR
 
 
 def _read_log(path: Path) -> list[dict]:
@@ -46,9 +47,9 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
     from hyper_es.rows.charge import context
 
     run_dir = Path(run_dir)
-    log = _read_log(run_dir / "search" / "generations.jsonl")
-    result = (read_json(run_dir / "search" / "result.json", "delete it to score the search's rows again (re-run)")
-              if (run_dir / "search" / "result.json").is_file() else {})
+    log = _read_log(run_dir / SEARCH_DIR / LOG_FILE)
+    result = (read_json(run_dir / SEARCH_DIR / RESULT_FILE, "delete it to score the search's rows again (re-run)")
+              if (run_dir / SEARCH_DIR / RESULT_FILE).is_file() else {})
     ctx = context(run_dir, rows, log, result)
     search = {"generations": len(log), "evals": result.get("evals"), "seconds": ctx.search.seconds,
               "tokens": ctx.search.search_tokens, "val_tokens": ctx.search.select_tokens,  # fitness; validation
@@ -152,5 +153,5 @@ def paired_differences(rows: list[dict], tasks: list[str], trained: list[str], *
 def write_report(run_dir: Path, report: dict) -> None:
     from hyper_es.io import write_json_atomic
 
-    write_json_atomic(Path(run_dir) / "report.json", report)
-    (Path(run_dir) / "report.md").write_text(report_markdown(report))
+    write_json_atomic(Path(run_dir) / REPORT_FILE, report)
+    (Path(run_dir) / REPORT_MD).write_text(report_markdown(report))

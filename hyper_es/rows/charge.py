@@ -12,7 +12,7 @@ from hyper_es.cost import Cost, read_stage_cost
 from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.manifest import finished_jobs, read_manifest, read_record
 from hyper_es.io import read_json
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import DIRECTIONS_DIR, ES_DIR, EVAL_DIR, RESULT_FILE, SEARCH_DIR
 from hyper_es.tasks.proposals import proposal_cost
 from hyper_es.rows.names import baseline_candidate
 
@@ -38,7 +38,7 @@ class Context:
 
 def jobs_cost(run_dir: Path, names: list[str]) -> Cost:
     """Optimizer steps, generated training tokens and wall seconds summed over gradient-stage jobs."""
-    ms = [read_record(Path(run_dir) / "directions" / n) for n in names]  # an imported direction cost this run nothing
+    ms = [read_record(Path(run_dir) / DIRECTIONS_DIR / n) for n in names]  # an imported direction cost this run nothing
     return Cost(steps=sum(m["optimizer_steps"] for m in ms), train_tokens=sum(m["tokens"] for m in ms),
                 seconds=sum(m["wall_seconds"] for m in ms))
 
@@ -59,7 +59,7 @@ def search_cost(run_dir: Path, result: dict, log: list[dict]) -> tuple[Cost, dic
     scan = result.get("scale_scan") or {}
 
     def legacy(result: dict) -> Cost:  # written before the cost record: the report rebuilt it from the log
-        tokens, seconds = proposal_cost(run_dir, "search")
+        tokens, seconds = proposal_cost(run_dir, SEARCH_DIR)
         stage = result.get("stage_seconds", result.get("search_seconds"))
         return Cost(search_tokens=sum(r.get("tokens", 0) for r in log) + scan.get("tokens", 0) + tokens,
                     select_tokens=result.get("val_tokens", 0), seconds=None if stage is None else stage + seconds)
@@ -70,10 +70,10 @@ def search_cost(run_dir: Path, result: dict, log: list[dict]) -> tuple[Cost, dic
 def es_stage_cost(run_dir: Path, *, proposals: bool = True) -> Cost:
     """RUN/es/result.json's cost; `proposals=False` leaves out the template proposals (a run's one proposals file,
     charged to the search already when ES starts from it)."""
-    es = read_json(Path(run_dir) / "es" / "result.json", "delete it to finish ES again (re-run)")
+    es = read_json(Path(run_dir) / ES_DIR / RESULT_FILE, "delete it to finish ES again (re-run)")
 
     def legacy(result: dict) -> Cost:
-        tokens, seconds = proposal_cost(run_dir, "es") if proposals else (0, 0.0)
+        tokens, seconds = proposal_cost(run_dir, ES_DIR) if proposals else (0, 0.0)
         return Cost(search_tokens=result.get("tokens", 0) + tokens, select_tokens=result.get("val_tokens", 0),
                     seconds=None if result.get("seconds") is None else result["seconds"] + seconds)
 
@@ -125,7 +125,7 @@ def start_cost(run_dir, row, ctx) -> Cost:
 def snapshot_cost(run_dir, row, ctx) -> Cost:
     """The baseline run's tokens up to the snapshot (its token curve) and its wall time pro rata; choosing it
     (early stopping) scored every candidate of the baseline on validation."""
-    job = read_manifest(Path(run_dir) / "directions" / "baseline")
+    job = read_manifest(Path(run_dir) / DIRECTIONS_DIR / "baseline")
     curve, steps = dict(map(tuple, job.get("token_curve") or [])), row["steps"]
     return Cost(steps=steps, train_tokens=int(curve[steps]) if steps in curve else None,
                 seconds=job["wall_seconds"] * steps / job["optimizer_steps"]) + ctx.val["baseline"]
@@ -143,7 +143,7 @@ def es_cost(run_dir, row, ctx) -> Cost:
     start = es_start(run_dir)
     before = (Cost() if start == "base" else jobs_cost(run_dir, ["baseline"]) if start == "baseline"
               else ctx.directions_of(run_dir) + ctx.search)
-    shared = start == "hyper-es" and proposal_cost(run_dir, "search")[0] > 0  # the search's proposals, counted once
+    shared = start == "hyper-es" and proposal_cost(run_dir, SEARCH_DIR)[0] > 0  # the search's proposals, counted once
     return before + es_stage_cost(run_dir, proposals=not shared)
 
 

@@ -17,7 +17,7 @@ from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, hyp
                                   snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.rows import names
-from hyper_es.rundir import EVAL_DIR
+from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, RESULT_FILE, SEARCH_DIR
 
 
 
@@ -41,7 +41,7 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
 
     step = names.snapshot_step(row)
     name = "baseline" if step is not None else row
-    folder = run_dir / "directions" / name / (f"{SNAPSHOTS}/step-{step}" if step is not None else "")
+    folder = run_dir / DIRECTIONS_DIR / name / (f"{SNAPSHOTS}/step-{step}" if step is not None else "")
     if not (folder / "adapter_config.json").is_file():
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
@@ -63,14 +63,14 @@ def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]
     """best.json merged as searched."""
     from hyper_es.merging import Genome
 
-    return _searched_update(run_dir, *Genome.from_json(run_dir / "search" / "best.json"), recipe)
+    return _searched_update(run_dir, *Genome.from_json(run_dir / SEARCH_DIR / BEST_FILE), recipe)
 
 
 def _start_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The scale scan's x0 merged as the search would have merged it."""
     start = start_genome(run_dir)
     if start is None:
-        raise DataError(f"{run_dir / 'search' / 'result.json'}: no scale scan, so no search-start row")
+        raise DataError(f"{run_dir / SEARCH_DIR / RESULT_FILE}: no scale scan, so no search-start row")
     return _searched_update(run_dir, *start, recipe)
 
 
@@ -81,11 +81,11 @@ def start_genome(run_dir: Path):
 
     from hyper_es.merging import Genome
 
-    path = run_dir / "search" / "result.json"
+    path = run_dir / SEARCH_DIR / RESULT_FILE
     scan = read_json(path, "delete it to finish the search again (re-run)").get("scale_scan") if path.is_file() else None
     if not scan:
         return None
-    genome, _ = Genome.from_json(run_dir / "search" / "best.json")
+    genome, _ = Genome.from_json(run_dir / SEARCH_DIR / BEST_FILE)
     x0 = np.asarray(scan["x0"], dtype=float)
     if x0.shape != (genome.size,):
         raise DataError(f"{path}: scale_scan.x0 has {x0.size} values; expected {genome.size}, the genome of "
@@ -149,7 +149,7 @@ def kind_of(row: str) -> RowKind:
     return KINDS["baseline-snapshot" if names.snapshot_step(row) is not None else "direction"]
 
 
-PROMPTED = {"hyper-es": "search", "es": "es"}  # a co-evolved <row>+prompt's kind -> the folder of its prompt.json
+PROMPTED = {"hyper-es": SEARCH_DIR, "es": ES_DIR}  # a co-evolved <row>+prompt's kind -> the folder of its prompt.json
 
 
 def prompt_file(run_dir: str | Path, row: str) -> Path:

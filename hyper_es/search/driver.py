@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from hyper_es.errors import DataError
+from hyper_es.rundir import CHECKPOINT_FILE, LOG_FILE
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
-CHECKPOINT = "checkpoint.json"
-LOG = "generations.jsonl"
+CHECKPOINT = CHECKPOINT_FILE
+LOG = LOG_FILE
 FORMAT = 1
 FLAT = 4  # generations in a row in which every candidate scored alike: no signal left to follow
 

@@ -31,6 +31,7 @@ from hyper_es.search.coevolve import coevolution, proposed
 from hyper_es.search.start import guard_decision
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposals_spent
+from hyper_es.rundir import ES_CONFIG, ES_DIR, RESULT_FILE
 
 logger = logging.getLogger(__name__)
 # the fitness settings ES's history depends on (recorded in RUN/es/config.json; the guard and re-scores are not)
@@ -50,7 +51,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
     result written to RUN/es/result.json (`kept_iterations`: how many of the history's updates the kept weights
     have: the iterations run, or 0 when the guard keeps θ_0). The engine ends holding θ_T; a finished run (its
     result.json covers the whole history) returns that result and leaves the engine as it is."""
-    out = Path(run_dir) / "es"
+    out = Path(run_dir) / ES_DIR
     out.mkdir(parents=True, exist_ok=True)
     c, s = recipe.es, recipe.fitness
     if recipe.coevolve and recipe.coevolve.weights == "fixed":
@@ -103,7 +104,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
                                   "iterations": Cost(search_tokens=spent, seconds=t_final - t0),
                                   "guard": Cost(select_tokens=final.tokens, seconds=time.perf_counter() - t_final),
                                   "proposals": Cost(search_tokens=proposals[0], seconds=proposals[1])})}
-    write_json_atomic(out / "result.json", result)
+    write_json_atomic(out / RESULT_FILE, result)
     return result
 
 
@@ -121,14 +122,14 @@ def es_stage(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None)
     ES or fitness settings is refused (its history would not replay to the same weights)."""
     from hyper_es.engine import es_engine
 
-    out = Path(run_dir) / "es"
+    out = Path(run_dir) / ES_DIR
     out.mkdir(parents=True, exist_ok=True)
     config = {"model": recipe.model.model_dump(mode="json"), "es": recipe.es.model_dump(mode="json"),
               "fitness": recipe.fitness.model_dump(mode="json", include=set(HISTORY_FITNESS)),
               "dtype": recipe.eval.dtype,
               **({"lora": recipe.gradient.lora.model_dump(mode="json")} if recipe.es.scope == "lora" else {})}
     config["es"].pop("then")  # what follows ES does not change its history
-    path = out / "config.json"
+    path = out / ES_CONFIG
     if path.is_file():
         old = read_json(path, "delete RUN/es to restart ES")
         old.get("es", {}).pop("then", None)

@@ -37,6 +37,7 @@ from hyper_es.search.start import guard, scale_scan
 from hyper_es.search.tracking import Tracker
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.tasks.proposals import proposals_spent
+from hyper_es.rundir import BEST_FILE, RESULT_FILE, SEARCH_DIR
 
 if TYPE_CHECKING:
     from hyper_es.merging import Genome, MergeSettings
@@ -67,7 +68,7 @@ class Setup:
 
     @property
     def out(self) -> Path:
-        return self.run_dir / "search"
+        return self.run_dir / SEARCH_DIR
 
     @property
     def batch(self) -> int:  # a LoRA engine's adapter slots: one generation
@@ -101,10 +102,10 @@ def search(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, s
         driver, co, scan, x0 = drive_search(st, scorer, validation, stack)
         result, x_best = finish(st, scorer, validation, driver, scan, x0)
         engine.restore()
-    (st.out / "best.json").write_text(st.genome.to_json(x_best))
+    (st.out / BEST_FILE).write_text(st.genome.to_json(x_best))
     if co:  # the prompt the hyper-es row was scored with
         write_json_atomic(st.out / PROMPT_FILE, result["prompt"])
-    write_json_atomic(st.out / "result.json", result)
+    write_json_atomic(st.out / RESULT_FILE, result)
     logger.info("search done: %s", json.dumps(result["rows"]))
     return result
 
@@ -134,8 +135,8 @@ def prepare(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, 
         for t in tasks:
             t.reward = rewards.safe_reward(reward, name=getattr(reward, "__qualname__", None))
     test = {t.name: t.rows("test") for t in tasks if t.cfg.test is not None and score_test}
-    if (run_dir / "search" / CHECKPOINT).is_file():  # before an engine
-        read_json(run_dir / "search" / CHECKPOINT, "delete it (and generations.jsonl) to restart the search")
+    if (run_dir / SEARCH_DIR / CHECKPOINT).is_file():  # before an engine
+        read_json(run_dir / SEARCH_DIR / CHECKPOINT, "delete it (and generations.jsonl) to restart the search")
     fit_reward = rewards.get(recipe.fitness.reward) if recipe.fitness.reward else None
     return Setup(recipe, run_dir, backend, ds, genome, settings, tasks, fit_pool, val, test, fit_reward)
 
