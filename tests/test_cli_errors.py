@@ -11,8 +11,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import hyper_es as hx
 from hyper_es.cli import app
+from recipes import tiny_data
 
 ROOT = Path(__file__).resolve().parents[1]
 VERBS = ("check", "collect", "run", "search", "export", "eval")
@@ -26,7 +26,7 @@ def _offline(monkeypatch):
 
 
 def _recipe(tmp_path: Path, case: str) -> Path:
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
+    data = tiny_data()
     for split in ("train", "val", "test"):  # relative data paths stay valid from tmp_path
         src = data["tasks"][0][split]
         if src and src.get("source") == "file":

@@ -306,14 +306,12 @@ def test_the_prompt_only_ablation_keeps_the_weights_at_the_start_for_the_searche
 
 
 def _es_recipe(tmp_path, coevolve=None):
-    import hyper_es as hx
+    from recipes import tiny_recipe
 
-    data = hx.load_recipe(Path(__file__).parents[1] / "recipes/tiny.yaml").model_dump(mode="json")
-    data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01})
-    data["fitness"].update(minibatch=4, val_size=4, fitness_set="fixed", reward="dense_reward:length_fraction")
-    if coevolve:
-        data["coevolve"] = coevolve
-    return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    return tiny_recipe(tmp_path, {"es": {"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01},
+                                  "fitness": {"minibatch": 4, "val_size": 4, "fitness_set": "fixed",
+                                              "reward": "dense_reward:length_fraction"},
+                                  **({"coevolve": coevolve} if coevolve else {})})
 
 
 def _es_engine(recipe):

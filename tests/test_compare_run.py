@@ -13,34 +13,28 @@ from pathlib import Path
 
 import pytest
 
-import hyper_es as hx
 from hyper_es.compare.grid import overlay
 from hyper_es.compare.run import compare, plan_for, same_baseline, variants
 from hyper_es.errors import RecipeError
 from hyper_es.recipe import recipe_from_dict
+from recipes import tiny_data, tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 COST = ("steps", "train_tokens", "search_tokens", "select_tokens", "tokens")  # wall seconds differ run to run
 
 
 def _data() -> dict:
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["tasks"][0].update(reward="dense_reward:even_length")  # a coin flip per problem: rows differ, as real ones
-    data["tasks"][0]["test"]["limit"] = 8
-    data["tasks"][0]["val"]["size"] = 8
-    data["gradient"].update(directions=2, steps=1, learning_rate=0.01, directions_from="snapshots")
-    data["search"].update(popsize=2, max_generations=2, scale_scan=[0.5, 1.0])
-    data["fitness"].update(minibatch=4, val_size=8, rescore_top=1)
-    data["eval"].update(k=[1], limit=8)
-    data["compare"] = {"lrs": [0.005, 0.01], "max_lrs": 2, "equal_max_batches": 4,
-                       "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}}}}
-    return data
+    return tiny_data({  # the task's reward: a coin flip per sampled completion, so rows differ as real ones do
+        "tasks.0.reward": "dense_reward:even_length", "tasks.0.test.limit": 8, "tasks.0.val.size": 8,
+        "gradient": {"directions": 2, "steps": 1, "learning_rate": 0.01, "directions_from": "snapshots"},
+        "search": {"popsize": 2, "max_generations": 2, "scale_scan": [0.5, 1.0]},
+        "fitness": {"minibatch": 4, "val_size": 8, "rescore_top": 1}, "eval": {"k": [1], "limit": 8},
+        "compare": {"lrs": [0.005, 0.01], "max_lrs": 2, "equal_max_batches": 4,
+                    "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}}}}})
 
 
 def _recipe(folder: Path):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "recipe.yaml").write_text(hx.recipe.recipe_from_dict(_data()).to_yaml())
-    return hx.load_recipe(folder / "recipe.yaml")
+    return tiny_recipe(folder, _data(), write=True)
 
 
 def _numbers(summary: dict) -> dict:

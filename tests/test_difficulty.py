@@ -12,17 +12,14 @@ from hyper_es.directions.difficulty import difficulty_bin, difficulty_path, read
 from hyper_es.directions.jobs import plan_directions
 from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.evaluate.pass_rates import measure_difficulty
-from test_directions import RECIPE
+from recipes import tiny_data
 
 
 def two_task_recipe(folder, **gradient):
-    data = json.loads(json.dumps(RECIPE))
+    data = tiny_data({"model.dtype": "float32", "eval": {"backend": "hf"}, "gradient": gradient}, base="dense")
     other = json.loads(json.dumps(data["tasks"][0]))
     other["name"], other["train"]["seed"] = "chain_sum_b", 7
     data["tasks"].append(other)
-    data["model"]["dtype"] = "float32"
-    data["eval"] = {"backend": "hf"}
-    data["gradient"].update(gradient)
     path = folder / "recipe.yaml"
     path.write_text(yaml.safe_dump(data))
     return hx.load_recipe(path)

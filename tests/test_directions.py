@@ -15,27 +15,17 @@ import hyper_es as hx
 from hyper_es.directions.collect import collect
 from hyper_es.directions.jobs import plan_baseline, plan_directions
 from hyper_es.errors import DataError, HyperESError
+from recipes import DENSE, tiny_recipe
 
 HELPERS = str(Path(__file__).parent / "helpers")  # on sys.path via conftest; subprocesses get it in PYTHONPATH
 
-RECIPE = {
-    "name": "tiny-dense",
-    "model": {"name": "tiny-random", "dtype": "float32", "max_model_len": 512},
-    "tasks": [{"name": "chain_sum", "reward": "dense_reward:digit_fraction", "max_tokens": 16,
-               "train": {"source": "reasoning_gym", "dataset": "chain_sum", "size": 64, "seed": 1,
-                         "partition": "none"},  # the generator's first 64 items, as the tests were written for
-               "test": {"source": "builtin", "name": "chain_sum_test", "limit": 16}}],
-    "gradient": {"directions": 3, "steps": 3, "batch_size": 4, "num_generations": 2, "max_completion_length": 16,
-                 "learning_rate": 0.01, "lora": {"r": 4, "alpha": 8, "targets": ["q_proj", "v_proj", "down_proj"]}},
-}
+RECIPE = DENSE  # the dense tiny recipe (tests/helpers/recipes.py)
 
 
 def write_recipe(folder: Path, **gradient) -> Path:
-    data = json.loads(json.dumps(RECIPE))
-    data["gradient"].update(gradient)
-    path = folder / "recipe.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+    """FOLDER/recipe.yaml: the dense tiny recipe with these gradient fields."""
+    tiny_recipe(folder, {"gradient": gradient}, base="dense", write=True)
+    return folder / "recipe.yaml"
 
 
 @pytest.fixture(scope="module")

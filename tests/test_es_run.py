@@ -15,6 +15,7 @@ from hyper_es.es.scope import es_tensors
 from hyper_es.es.noise import noise
 from hyper_es.es.history import HISTORY
 from hyper_es.search.es_run import es_search
+from recipes import tiny_recipe
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,26 +23,19 @@ ROOT_TINY = "tiny-random"  # the recipes' tiny model (models.resolve)
 
 
 def _recipe(tmp_path, **es):
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["es"].update({"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01, **es})
-    data["fitness"].update(minibatch=4, val_size=4, fitness_set="fixed")
-    return hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    return tiny_recipe(tmp_path, {"es": {"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01, **es},
+                                  "fitness": {"minibatch": 4, "val_size": 4, "fitness_set": "fixed"}})
 
 
 def _finished_run(tmp_path, *, limit: int, reward: str | None = None, **es):
     """A whole tiny `hyper-es run` in tmp_path/run (2 one-step directions, one search generation), HF backend."""
     from hyper_es.pipeline import run
 
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    if reward:
-        data["tasks"][0]["reward"] = reward
-        data["fitness"]["guard"] = False  # ES keeps its iterations, so its update is not zero
-    data["gradient"].update(steps=1, directions=2)
-    data["search"].update(max_generations=1, popsize=2)
-    data["fitness"].update(minibatch=4, val_size=4)
-    data["es"].update({"sigma": 0.05, "alpha": 0.02, **es})
-    data["eval"].update(limit=limit)
-    recipe = hx.recipe.recipe_from_dict(data, tmp_path / "recipe.yaml")
+    recipe = tiny_recipe(tmp_path, {
+        "gradient": {"steps": 1, "directions": 2}, "search": {"max_generations": 1, "popsize": 2},
+        "fitness": {"minibatch": 4, "val_size": 4, **({"guard": False} if reward else {})},  # ES keeps its iterations,
+        "es": {"sigma": 0.05, "alpha": 0.02, **es}, "eval.limit": limit,  # so its update is not zero
+        **({"tasks.0.reward": reward} if reward else {})})
     run(recipe, tmp_path / "run", backend="hf")
     return recipe
 
@@ -357,13 +351,11 @@ def test_method_es_run_then_grpo(tmp_path):
     from hyper_es.pipeline import run
     from hyper_es.rows import row_update
 
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["gradient"].update(steps=1, directions=2, baseline_snapshot_every=0)
-    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: no gradient
-    data["fitness"].update(minibatch=4, val_size=4, guard=False)
-    data["es"].update(population=2, iterations=1, sigma=0.05, alpha=0.02, then="grpo", start="baseline")
-    data["eval"].update(limit=4)
-    recipe = hx.recipe.recipe_from_dict({**data, "method": "es"}, tmp_path / "recipe.yaml")
+    recipe = tiny_recipe(tmp_path, {
+        "gradient": {"steps": 1, "directions": 2, "baseline_snapshot_every": 0},
+        "tasks.0.reward": "dense_reward:digit_fraction",  # a random model scores 0 on `numeric`: no gradient
+        "fitness": {"minibatch": 4, "val_size": 4, "guard": False}, "eval.limit": 4, "method": "es",
+        "es": {"population": 2, "iterations": 1, "sigma": 0.05, "alpha": 0.02, "then": "grpo", "start": "baseline"}})
     report = run(recipe, tmp_path / "run", backend="hf")
     rows = {r["name"]: r for r in report["rows"]}
     assert list(rows) == ["base", "baseline", "baseline+es", "baseline+es+grpo"]
@@ -397,7 +389,5 @@ def test_method_es_run_then_grpo(tmp_path):
 
 
 def test_method_es_refuses_a_hyper_es_start(tmp_path):
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["es"]["start"] = "hyper-es"
     with pytest.raises(hx.errors.RecipeError, match="es.start"):
-        hx.recipe.recipe_from_dict({**data, "method": "es"}, tmp_path / "recipe.yaml")
+        tiny_recipe(tmp_path, {"es.start": "hyper-es", "method": "es"})

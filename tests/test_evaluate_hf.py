@@ -6,6 +6,7 @@ from hyper_es.evaluate import EvalJob, Sampling, evaluate_task, evaluate_tasks
 from hyper_es.engine.base import truncate_at_stop
 from hyper_es.engine.hf import HFGenerator
 from hyper_es.tasks import get_task
+from recipes import tiny_data
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +120,14 @@ def test_cli_eval_refuses_an_over_long_prompt_in_one_line(cli, tmp_path):
 def test_pass_k_tasks_samples_only_the_named_tasks(tiny, gen):
     """eval.pass_k_tasks: the named tasks get Pass@k and sample records; the others greedy only. An unknown name is
     refused with the field path."""
-    from pathlib import Path
 
     import hyper_es as hx
     from hyper_es.errors import RecipeError
     from hyper_es.evaluate.final import score_test_sets
     from hyper_es.tasks import Task
 
-    data = hx.load_recipe(Path(__file__).parents[1] / "recipes/tiny.yaml").model_dump(mode="json")
+    data = tiny_data({"eval": {"k": [1, 2], "limit": 3, "pass_k_tasks": ["chain_sum"]}})
     data["tasks"].append({**data["tasks"][0], "name": "chain_sum_b", "train": None, "val": None})
-    data["eval"].update(k=[1, 2], limit=3, pass_k_tasks=["chain_sum"])
     recipe = hx.recipe.recipe_from_dict(data, "tiny.yaml")
     tasks = [Task(t, recipe.base_dir) for t in recipe.tasks]
     res = score_test_sets(gen, tiny[1], tasks, recipe.eval, pass_k=True)

@@ -21,6 +21,7 @@ from hyper_es.engine.fidelity import WARN_ABOVE, estimates, fidelity
 from hyper_es.engine.hf_resident import HFResident
 from hyper_es.engine.sources import MergeSource
 from hyper_es.merging import MergePlan, MergeSettings, genome_for
+from recipes import tiny_data
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +114,7 @@ def test_check_run_prints_the_fidelity_table(tmp_path, tiny_path):
     from hyper_es.cli import app
 
     run = _tiny_run(tmp_path, tiny_path)
-    data = yaml.safe_load((ROOT / "recipes/tiny.yaml").read_text())
+    data = tiny_data()
     for dtype, method in (("float32", "task_arithmetic"), ("bfloat16", "task_arithmetic"), ("bfloat16", "dare_ties")):
         data["eval"]["dtype"], data["eval"]["backend"], data["merge"]["method"] = dtype, "vllm", method
         recipe = tmp_path / f"{dtype}-{method}.yaml"

@@ -24,6 +24,7 @@ from hyper_es.distributed.child import ChildError, run_in_child
 from hyper_es.errors import DataError, HyperESError
 
 import child_fns  # noqa: E402  (tests/helpers is on sys.path: conftest)
+from recipes import tiny_recipe  # noqa: E402
 from test_directions import HELPERS, adapters, write_recipe  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,11 +33,8 @@ MB = 1 << 20
 
 def isolated_recipe(folder: Path, isolate: str) -> hx.Recipe:
     """Two 2-step tiny jobs."""
-    path = write_recipe(folder, directions=2, steps=2)
-    data = yaml.safe_load(path.read_text())
-    data["executor"] = {"isolate": isolate}
-    path.write_text(yaml.safe_dump(data))
-    return hx.load_recipe(path)
+    return tiny_recipe(folder, {"gradient": {"directions": 2, "steps": 2}, "executor": {"isolate": isolate}},
+                       base="dense", write=True)
 
 
 class Watch(logging.Handler):

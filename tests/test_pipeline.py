@@ -15,20 +15,20 @@ import hyper_es as hx
 from hyper_es.evaluate.final import eval_set, plan_rows, row_vector
 from hyper_es.merging import MergePlan, MergeSettings, genome_for
 from hyper_es.pipeline import quick, run
+from recipes import tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["gradient"].update(steps=3, baseline_snapshot_every=2, learning_rate=0.01)  # baseline: ceil(9 / 0.9) = 10
-    data["tasks"][0]["reward"] = "dense_reward:digit_fraction"  # a random model scores 0 on `numeric`: a dense one
-    data["merge"].update(density=0.6, lam=0.8, layer_group_size=2, per_direction_density=True)
-    data["eval"].update(k=[1, 2], n=2, pass_k_limit=10)
-    data["search"].update(scale_scan=[0.5, 1.0, 2.0])  # also the `scaled` control's scales
     folder = tmp_path_factory.mktemp("pipeline")
-    recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+    recipe = tiny_recipe(folder, {
+        "gradient": {"steps": 3, "baseline_snapshot_every": 2, "learning_rate": 0.01},  # baseline: ceil(9 / 0.9) = 10
+        "tasks.0.reward": "dense_reward:digit_fraction",  # a random model scores 0 on `numeric`: a dense one
+        "merge": {"density": 0.6, "lam": 0.8, "layer_group_size": 2, "per_direction_density": True},
+        "eval": {"k": [1, 2], "n": 2, "pass_k_limit": 10},
+        "search.scale_scan": [0.5, 1.0, 2.0]})  # also the `scaled` control's scales
     report = run(recipe, folder / "run", backend="hf")
     return recipe, folder / "run", report
 

@@ -3,7 +3,6 @@ mutations are seeded and change one gene, and a prompt renders through the task'
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -118,12 +117,13 @@ def test_a_space_with_nothing_to_change_keeps_the_prompt():
 
 
 def test_the_recipe_section_is_checked():
-    import yaml
 
     from hyper_es.errors import RecipeError
     from hyper_es.recipe import recipe_from_dict
 
-    data = yaml.safe_load((Path(__file__).parents[1] / "recipes/tiny.yaml").read_text())
+    from recipes import tiny_data
+
+    data = tiny_data()
     data["coevolve"] = {"tasks": {"nope": {"templates": ["{question}?"]}}}
     with pytest.raises(RecipeError, match="coevolve.tasks.nope: unknown task"):
         recipe_from_dict(data, "tiny.yaml")

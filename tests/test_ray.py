@@ -12,6 +12,7 @@ import pytest
 import hyper_es as hx
 from hyper_es.directions.collect import collect
 
+from recipes import VAL, tiny_recipe  # noqa: E402  (tests/helpers is on sys.path: conftest)
 from test_directions import HELPERS, adapters, write_recipe  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ray = pytest.importorskip("ray")
@@ -121,18 +122,13 @@ def test_unreachable_address_is_one_clear_line(tmp_path):
 
 def _search_recipe(folder, **executor):
     """The tiny dense recipe, 2 one-step directions, a 3-generation search with a dense fitness reward."""
-    import yaml
-
-    path = write_recipe(folder, directions=2, steps=1)
-    data = yaml.safe_load(path.read_text())
-    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    data["search"] = {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"}
-    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction", "fitness_set": "fixed"}
-    data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
-    data["merge"] = {"layer_group_size": 2}
-    if executor:
-        data["executor"] = {"kind": "ray", **executor}
-    return hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+    return tiny_recipe(folder, {
+        "gradient": {"directions": 2, "steps": 1}, "tasks.0.val": VAL, "merge": {"layer_group_size": 2},
+        "search": {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"},
+        "fitness": {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction",
+                    "fitness_set": "fixed"},
+        "es": {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01},
+        **({"executor": {"kind": "ray", **executor}} if executor else {})}, base="dense", write=True)
 
 
 def _lines(path):

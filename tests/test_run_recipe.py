@@ -7,7 +7,7 @@ import yaml
 
 import hyper_es as hx
 from hyper_es.errors import HyperESError
-from test_directions import RECIPE
+from recipes import tiny_data
 
 
 def test_a_run_folder_from_before_partitions_keeps_its_splits(tmp_path):
@@ -16,7 +16,7 @@ def test_a_run_folder_from_before_partitions_keeps_its_splits(tmp_path):
     from hyper_es.directions.collect import prepare_run_dir
     from hyper_es.recipe import load_run_recipe
 
-    data = json.loads(json.dumps(RECIPE))
+    data = tiny_data(base="dense")
     del data["tasks"][0]["train"]["partition"]
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(data))

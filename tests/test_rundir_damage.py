@@ -12,6 +12,7 @@ import pytest
 import hyper_es as hx
 from hyper_es.errors import DataError
 from hyper_es.search.driver import CHECKPOINT
+from recipes import tiny_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,13 +22,10 @@ def finished_run(tmp_path_factory):
     from hyper_es.directions.collect import collect
     from hyper_es.search.run import search
 
-    data = hx.load_recipe(ROOT / "recipes/tiny.yaml").model_dump(mode="json")
-    data["tasks"][0]["test"]["limit"] = 4
-    data["gradient"].update(directions=2, steps=1)
-    data["search"].update(popsize=2, max_generations=1)
-    data["fitness"].update(minibatch=2, val_size=2, rescore_top=1)
     folder = tmp_path_factory.mktemp("finished")
-    recipe = hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+    recipe = tiny_recipe(folder, {"tasks.0.test.limit": 4, "gradient": {"directions": 2, "steps": 1},
+                                  "search": {"popsize": 2, "max_generations": 1},
+                                  "fitness": {"minibatch": 2, "val_size": 2, "rescore_top": 1}})
     run = folder / "run"
     collect(recipe, run)
     search(recipe, run, backend="hf")

@@ -10,20 +10,15 @@ import hyper_es as hx
 from hyper_es.directions.collect import collect
 from hyper_es.search.run import search
 
+from recipes import SMALL_SEARCH, VAL, tiny_recipe  # noqa: E402  (tests/helpers is on sys.path: conftest)
 from test_directions import write_recipe  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 def small_search_recipe(tmp_path, **sections):
     """A 2-direction tiny recipe with 8 val and 8 test rows and a 2-generation search (`sections` added); its
     directions are collected into tmp_path/run once."""
-    recipe_path = write_recipe(tmp_path, directions=2, steps=2)
-    data = hx.load_recipe(recipe_path).model_dump(mode="json")
-    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    data["tasks"][0]["test"]["limit"] = 8
-    data["search"] = {"popsize": 4, "max_generations": 2, "sigma0": 0.5}
-    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1}
-    data["merge"] = {"layer_group_size": 2}
-    recipe = hx.recipe.recipe_from_dict({**data, **sections}, recipe_path)
+    recipe = tiny_recipe(tmp_path, {**SMALL_SEARCH, "tasks.0.val": VAL, "tasks.0.test.limit": 8, **sections},
+                         base="dense", write=True)
     if not (tmp_path / "run" / "directions").is_dir():
         collect(recipe, tmp_path / "run")
     return recipe

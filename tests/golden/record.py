@@ -23,23 +23,16 @@ ES_KEYS = ("iteration", "seeds", "signs", "rewards", "z", "sigma", "alpha", "tok
 def recipe(folder: Path, **executor):
     """The tiny dense recipe: 2 one-step directions, a 3-generation search, a 3-iteration ES run; no guard, so the
     searched genome and θ_T are what the run keeps (the exact reward is 0 on validation for a random model)."""
-    import yaml
+    from recipes import VAL, tiny_recipe
 
-    import hyper_es as hx
-    from test_directions import write_recipe
-
-    path = write_recipe(folder, directions=2, steps=1)
-    data = yaml.safe_load(path.read_text())
-    data["tasks"][0]["val"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 8, "seed": 500000}
-    for split in ("train", "val"):  # the splits as recorded (before splits were partitioned by question)
-        data["tasks"][0][split]["partition"] = "none"
-    data["search"] = {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"}
-    data["fitness"] = {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction", "fitness_set": "fixed", "guard": False}
-    data["es"] = {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01}
-    data["merge"] = {"layer_group_size": 2}
-    if executor:
-        data["executor"] = {"kind": "ray", **executor}
-    return hx.recipe.recipe_from_dict(data, folder / "recipe.yaml")
+    return tiny_recipe(folder, {  # the splits as recorded (before splits were partitioned by question)
+        "gradient": {"directions": 2, "steps": 1}, "tasks.0.val": {**VAL, "partition": "none"},
+        "merge": {"layer_group_size": 2},
+        "search": {"popsize": 4, "max_generations": 3, "sigma0": 0.5, "scale_scan": None, "x0": "uniform"},
+        "fitness": {"minibatch": 4, "val_size": 8, "rescore_top": 1, "reward": "dense_reward:length_fraction",
+                    "fitness_set": "fixed", "guard": False},
+        "es": {"population": 4, "iterations": 3, "sigma": 0.05, "alpha": 0.01},
+        **({"executor": {"kind": "ray", **executor}} if executor else {})}, base="dense", write=True)
 
 
 def digest(tensors: dict) -> str:
