@@ -164,6 +164,26 @@ def test_genome_layout_bounds_and_json(ds):
     assert "L0-2" in g.table(x0) and "density" in g.table(x0)
 
 
+@pytest.mark.parametrize("preset, groups, modules", [("direction", ["L0-3"], ("all",)),
+                                                     ("module", ["L0-3"], ("attention", "mlp")),
+                                                     ("layer", ["L0-1", "L2-3"], ("attention", "mlp"))])
+def test_genome_presets_resolve_to_their_documented_shapes(ds, tmp_path, preset, groups, modules):
+    """merge.genome, coarse to fine: per direction; per direction × module group; per layer group × direction ×
+    module group (layer_group_size as given: 2 here). The tiny model has 4 layers, the set 3 directions."""
+    from hyper_es.merging import recipe_genome
+    from recipes import tiny_recipe
+
+    merge = {"genome": preset, **({"layer_group_size": 2} if preset == "layer" else {})}
+    recipe = tiny_recipe(tmp_path, {"merge": merge}, write=True)  # written and read back: the preset round-trips
+    genome, _ = recipe_genome(recipe, ds)
+    assert genome.layer_groups == groups and genome.module_names == modules
+    assert genome.size == len(groups) * len(NAMES) * len(modules)
+    if preset != "layer":  # a layout field set to neither the preset's value nor its default is refused
+        with pytest.raises(hx.errors.RecipeError, match=f"merge: genome: {preset} sets layer_group_size: all, got "
+                                                        "layer_group_size: 2"):
+            tiny_recipe(tmp_path, {"merge": {"genome": preset, "layer_group_size": 2}})
+
+
 def test_bad_input(base_sd, ds):
     g = genome_for(ds)
     with pytest.raises(HyperESError, match=f"genome vector has 3 values, expected {g.size}"):

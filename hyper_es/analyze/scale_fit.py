@@ -60,6 +60,8 @@ def scale_fit(recipe, run_dir: Path, rows: list[str], reference: str, block_size
 
     arch = architectures.for_model(DirectionSet.from_run(run_dir).base_path)
     size = block_size or recipe.merge.layer_group_size
+    if size == "all":  # one block of every layer
+        size = arch.num_layers(architectures.load_config(DirectionSet.from_run(run_dir).base_path))
     ref = row_update(run_dir, reference, recipe)
     result = {"reference": reference, "block_size": size, "rows": {}}
     for row in rows:

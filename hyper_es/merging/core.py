@@ -218,11 +218,13 @@ def _say_once(msg: str) -> None:
         logger.info(msg)
 
 
-def genome_for(ds, *, layer_group_size: int = 1, module_groups: bool = False,
+def genome_for(ds, *, layer_group_size: int | str = 1, module_groups: bool = False,
                per_direction_density: bool = False, per_layer_density: bool = False, bounds=(-1.0, 2.0)) -> Genome:
-    """A genome for this DirectionSet: the family and its number of layers read from the base config."""
+    """A genome for this DirectionSet: the family and its number of layers read from the base config
+    (`layer_group_size` "all": one group of every layer)."""
     arch = architectures.for_model(ds.base_path)
     layers = arch.num_layers(architectures.load_config(ds.base_path))
+    layer_group_size = layers if layer_group_size == "all" else layer_group_size
     tensors = ds.tensor_names()
     touched = {arch.module_group(t) for t in tensors if arch.layer_index(t) is not None}
     modules = (tuple(m for m in architectures.MODULE_GROUPS if m in touched) if module_groups else ()) or \
@@ -241,7 +243,7 @@ def global_weights(ds, weights: Mapping[str, float]) -> tuple[Genome, np.ndarray
     """A genome with one coefficient per direction (all layers in one group), and its vector."""
     if sorted(weights) != sorted(ds.names):
         raise HyperESError(f"coefficients must name every direction ({', '.join(ds.names)}); got {sorted(weights)}")
-    genome = genome_for(ds, layer_group_size=1 << 30)
+    genome = genome_for(ds, layer_group_size="all")
     return genome, np.array([float(weights[d]) for _, d, _ in genome.keys], dtype=np.float64)
 
 

@@ -138,6 +138,12 @@ class GradientConfig(Strict):
         return self
 
 
+# merge.genome presets, coarse to fine: the layout fields each sets
+GENOME_PRESETS = {"direction": {"layer_group_size": "all", "module_groups": False},
+                  "module": {"layer_group_size": "all", "module_groups": True},
+                  "layer": {"module_groups": True}}
+
+
 class MergeConfig(Strict):
     method: Literal[tuple(METHODS)] = "dare_ties"  # type: ignore[valid-type]  (the merge registry)
     density: Annotated[float, Field(gt=0, le=1)] = 1.0
@@ -145,13 +151,29 @@ class MergeConfig(Strict):
     consensus: Literal["sum", "count"] = "sum"
     normalize: bool = False
     lam: float = 1.0
-    layer_group_size: PosInt = 1
+    genome: Literal["direction", "module", "layer"] | None = Field(
+        None, description="a preset, coarse to fine: direction (one coefficient per direction), module (per direction "
+        "× module group), layer (per layer group × direction × module group); it sets layer_group_size (all, all, "
+        "as given) and module_groups (false, true, true)")
+    layer_group_size: PosInt | Literal["all"] = Field(1, description="layers per coefficient; all: one group")
     module_groups: bool = False
     per_direction_density: bool = Field(False, description="search one DARE density per direction")
     per_layer_density: bool = Field(
         False, description="search one DARE density per layer group per direction, beside its coefficient (the "
         "TIES weight): the paper's genome")
     seed: NonNegInt = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset(cls, data):
+        preset = data.get("genome") if isinstance(data, dict) else None
+        if preset not in GENOME_PRESETS:
+            return data
+        for key, value in GENOME_PRESETS[preset].items():  # a field at its default (a dumped recipe) gives way
+            if key in data and data[key] not in (value, cls.model_fields[key].default):
+                raise ValueError(f"genome: {preset} sets {key}: {value}, got {key}: {data[key]}; remove {key} or "
+                                 f"the preset")
+        return {**data, **GENOME_PRESETS[preset]}
 
     @model_validator(mode="after")
     def _density_layout(self) -> MergeConfig:
