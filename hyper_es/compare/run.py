@@ -152,8 +152,12 @@ def link(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...]) -> Non
         except OSError:
             shutil.copy2(f, target)
 
-    if baseline and (src / DIRECTIONS_DIR / "baseline").is_dir() and not (dest / DIRECTIONS_DIR / "baseline").exists():
-        shutil.copytree(src / DIRECTIONS_DIR / "baseline", dest / DIRECTIONS_DIR / "baseline", copy_function=put)
+    final = dest / DIRECTIONS_DIR / "baseline"
+    if baseline and (src / DIRECTIONS_DIR / "baseline").is_dir() and not final.exists():
+        work = final.with_name(".baseline-linking")  # whole or not at all: a kill mid-copy leaves no half baseline
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src / DIRECTIONS_DIR / "baseline", work, copy_function=put)
+        work.rename(final)
     for pattern in rows:
         for sub in (EVAL_DIR, f"{EVAL_DIR}/val"):
             for f in (src / sub).glob(f"{pattern}.json"):
