@@ -199,6 +199,15 @@ def _cli_case(case: str, root: Path, tmp: Path) -> tuple[list, Path | None]:
     if case == "a recipe's adapter config names another base":
         make_adapters(tmp / "adapters", base="Qwen/Qwen2.5-0.5B")
         return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
+    if case == "a recipe's adapter changes a module the base lacks":
+        from safetensors.torch import load_file, save_file
+
+        a0 = make_adapters(tmp / "adapters")[0]
+        weights = load_file(str(a0 / "adapter_model.safetensors"))
+        save_file({k.replace("q_proj", "qq_proj"): v for k, v in weights.items()}, str(a0 / "adapter_model.safetensors"))
+        cfg = json.loads((a0 / "adapter_config.json").read_text())
+        (a0 / "adapter_config.json").write_text(json.dumps({**cfg, "target_modules": ["qq_proj"]}))
+        return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
     if case == "a recipe's adapter is all zero":
         import peft
 
@@ -229,7 +238,8 @@ def _cli_case(case: str, root: Path, tmp: Path) -> tuple[list, Path | None]:
 
 CLI_CASES = ["eval --adapter of another base's shapes", "eval --adapter of another base's shapes, served by vLLM",
              "eval --adapter without adapter_config.json",
-             "a recipe's adapter config names another base", "a recipe's adapter is all zero",
+             "a recipe's adapter config names another base", "a recipe's adapter changes a module the base lacks",
+             "a recipe's adapter is all zero",
              "collect --out FILE", "run --out FILE", "search --out FILE", "export --format hf --out FILE",
              "export --format peft --out FILE", "export --format peft above --max-error", "eval --out FOLDER",
              "export --genome for other directions", "export --genome of a missing file"]
@@ -248,7 +258,8 @@ def test_every_bad_input_of_the_path_is_one_line(cli, api_run, tmp_path, case):
         after = (untouched.read_text() if untouched.is_file() else sorted(untouched.iterdir())) if (
             untouched.exists()) else None
         assert after == before, case
-    expect = {"a recipe's adapter config names another base": "directions.allow_bases",
+    expect = {"a recipe's adapter config names another base": "recipe.yaml: directions.adapters[0]",
+              "a recipe's adapter changes a module the base lacks": "qq_proj.weight' is not in the base model",
               "eval --adapter of another base's shapes, served by vLLM": "not an adapter of tiny-random",
               "a recipe's adapter is all zero": "0 in every tensor",
               "export --format peft above --max-error": "nothing written",

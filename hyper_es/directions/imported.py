@@ -34,17 +34,18 @@ def given_set(recipe: Recipe) -> DirectionSet:
     from hyper_es import models
 
     cfg, base = recipe.directions, recipe.model.name
+    file = recipe._path or "<recipe>"  # each error names the recipe file and the field
     if cfg.set is not None:
         ds = DirectionSet.load(recipe.base_dir / cfg.set, validate=False)
         if not models.names_base(ds.base, base) and ds.base not in cfg.allow_bases:
-            raise DataError(f"@directions.set ({cfg.set}): a set for the base '{ds.base}', the recipe's model is "
+            raise DataError(f"{file}: directions.set ({cfg.set}): a set for the base '{ds.base}', the recipe's model is "
                             f"'{base}'; if that is intended, add '{ds.base}' to directions.allow_bases")
-        dirs, where = ds.directions, [f"@directions.set ({cfg.set}) '{d.name}'" for d in ds.directions]
+        dirs, where = ds.directions, [f"{file}: directions.set ({cfg.set}) '{d.name}'" for d in ds.directions]
     else:
         dirs, where = [], []
         for i in range(len(cfg.adapters)):
             path, name = cfg.ref(i)
-            at = f"@directions.adapters[{i}] ({path})"
+            at = f"{file}: directions.adapters[{i}] ({path})"
             try:
                 d = read_adapter(recipe.base_dir / path, name)
             except DataError as exc:
@@ -58,7 +59,7 @@ def given_set(recipe: Recipe) -> DirectionSet:
     try:
         ds = DirectionSet(base, dirs)  # shapes against the base
     except DataError as exc:
-        raise DataError(f"@directions: {exc}") from None
+        raise DataError(f"{file}: directions: {exc}") from None
     zero = [at for at, d in zip(where, dirs) if d.is_zero()]
     if zero:
         raise DataError(f"{zero[0]}: ΔW is 0 in every tensor (lora_A or lora_B all zero: an adapter saved before "
