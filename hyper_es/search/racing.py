@@ -5,9 +5,9 @@ A CMA-ES generation needs the ranking of its best `parents` candidates (pycma's 
 mean to the last row. After each rung, the candidates still racing share their rows, so each pair is compared by
 its paired differences (common random numbers: a hard row is hard for both), with a bound at confidence 1 - `delta`
 per pair (rewards in [0, `span`]). A candidate is settled in when it is ahead of every racing candidate outside the
-parents' places left, settled out when every one inside them is ahead of it; the others go on to the next rung. The last rung is the whole
-fitness set, so a generation never costs more than full scoring, and with every candidate promoted (`delta` 0) it
-is full scoring exactly.
+parents' places left, settled out when every one inside them is ahead of it; the others go on to the next rung.
+The last rung is the whole fitness set, so a generation never costs more than full scoring, and with every
+candidate promoted (`delta` 0) it is full scoring exactly.
 
 The strategy is told each candidate's mean on the rows it was scored on: candidates settled at the same rung share
 those rows, and a settled-out candidate's mean was below every in-place candidate's interval on shared rows when it
