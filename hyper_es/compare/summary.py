@@ -56,9 +56,19 @@ def early_stop_cost(folder: Path, row: dict) -> dict:
             "tokens": cost.tokens, "wall_s": cost.seconds}
 
 
-def _strata(a: dict, b: dict, tasks: list[str], metric: str, what: str) -> list:
-    return [stats.align(*row_values(a["folder"], a["row"]["name"], t, metric),
-                        *row_values(b["folder"], b["row"]["name"], t, metric), what=f"{what} {t}") for t in tasks]
+class _Values(dict):
+    """`row_values`, each (folder, row, task, metric) read once per summary: a row is in many pairs."""
+
+    def __call__(self, folder: Path, row: str, task: str, metric: str = "greedy") -> tuple[list, list[float]]:
+        key = (str(folder), row, task, metric)
+        if key not in self:
+            self[key] = row_values(folder, row, task, metric)
+        return self[key]
+
+
+def _strata(values: _Values, a: dict, b: dict, tasks: list[str], metric: str, what: str) -> list:
+    return [stats.align(*values(a["folder"], a["row"]["name"], t, metric),
+                        *values(b["folder"], b["row"]["name"], t, metric), what=f"{what} {t}") for t in tasks]
 
 
 def _sampled(r: dict) -> bool:
@@ -105,7 +115,7 @@ def _seed_files(plan: ComparePlan, seed_dir: Path, entry: dict) -> None:
         entry["prompts"] = chosen
 
 
-def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict) -> dict | None:
+def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict, values: _Values) -> dict | None:
     rows = resolve(plan, seed_dir)
     if "base" not in rows:
         return None
@@ -123,7 +133,7 @@ def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict) -> dict | 
                                      *((k, trained, k) for k in plan.pass_k)):
             if not tasks or (metric != "greedy" and not (_sampled(rows[m]) and _sampled(rows[c]))):
                 continue
-            st = _strata(rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
+            st = _strata(values, rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
             entry["vs"].setdefault(key, {})[group] = stats.paired_bootstrap(st).to_dict()
             strata.setdefault(key, {}).setdefault(group, {})[seed] = st
             if group == "trained":
@@ -133,9 +143,9 @@ def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict) -> dict | 
 
 
 def summarize(plan: ComparePlan, root: Path, seeds: list[int] | None = None) -> dict:
-    per, strata, folders = {}, {}, seed_dirs(root, seeds)
+    per, strata, folders, values = {}, {}, seed_dirs(root, seeds), _Values()
     for seed, folder in folders.items():
-        entry = _seed(plan, seed, folder, strata)
+        entry = _seed(plan, seed, folder, strata, values)
         if entry is not None:
             per[seed] = entry
     pooled = {}
@@ -180,7 +190,7 @@ def partial(plan: ComparePlan, root: Path, seeds: list[int] | None = None) -> di
     """{seed: {arm: ...}} for each of the plan's `partial_arms` still evaluating (no report.json yet): each evaluated
     row's greedy test accuracy, and hyper-es minus every other evaluated row, paired (trained tasks pooled; the
     transfer task apart). No costs and no goal: not the decision."""
-    out = {}
+    out, values = {}, _Values()
     for seed, seed_dir in seed_dirs(root, seeds).items():
         for arm in plan.partial_arms:
             folder = seed_dir / arm
@@ -194,7 +204,7 @@ def partial(plan: ComparePlan, root: Path, seeds: list[int] | None = None) -> di
             for other in (n for n in rows if n != "hyper-es"):
                 for group, ts in (("trained", trained), (plan.transfer, [t for t in tasks if t == plan.transfer])):
                     if ts:
-                        st = [stats.align(*row_values(folder, "hyper-es", t), *row_values(folder, other, t),
+                        st = [stats.align(*values(folder, "hyper-es", t), *values(folder, other, t),
                                           what=f"seed {seed} hyper-es - {other} {t}") for t in ts]
                         entry["vs"].setdefault(other, {})[group] = stats.paired_bootstrap(st).to_dict()
             out.setdefault(seed, {})[arm] = entry
