@@ -44,10 +44,11 @@ def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True)
     lrs = {seed: tune_seed(recipe, out, seed)["chosen"] for seed in seeds}
     stages = [(MAIN, run_main), *((name, run_variant) for name in arms)]
     stages += [(EQUAL, run_equal)] if recipe.compare.equal else []
-    for name, stage in stages:
+    for i, (name, stage) in enumerate(stages):
         for seed in seeds:
             logger.info("seed %d: %s", seed, name)
             stage(recipe, out / f"seed{seed}", seed, lrs[seed], name)
+        if i < len(stages) - 1:  # every seed's rows of this stage in the summary before the next, dearer stage
             render(out, seeds, figure=False)
     return render(out, seeds, figure=figure)
 

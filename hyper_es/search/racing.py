@@ -50,22 +50,22 @@ def bound(diffs: np.ndarray, delta: float, span: float = 1.0) -> float:
     return min(hoeffding, bernstein)
 
 
-def in_doubt(rewards: dict[int, np.ndarray], places: int, delta: float, span: float = 1.0) -> list[int]:
-    """The racing candidates (their rewards on the same rows) whose side of the `places` best is not yet settled: a
-    candidate inside is settled when its paired difference with every candidate outside is above 0 with confidence,
-    one outside when every candidate inside is above it."""
+def in_doubt(rewards: dict[int, np.ndarray], places: int, delta: float, span: float = 1.0) -> tuple[list[int], int]:
+    """(the racing candidates, their rewards on the same rows, whose side of the `places` best is not yet settled;
+    how many were settled inside). A candidate inside is settled when its paired difference with every candidate
+    outside is above 0 with confidence, one outside when every candidate inside is above it."""
     order = sorted(rewards, key=lambda c: -rewards[c].mean())
     if places <= 0 or places >= len(order):
-        return []
+        return [], min(max(places, 0), len(order))
     inside, outside = order[:places], order[places:]
 
     def ahead(a: int, b: int) -> bool:
         d = rewards[a] - rewards[b]
         return d.mean() - bound(d, delta, span) > 0
 
-    settled = {c for c in inside if all(ahead(c, o) for o in outside)}
-    settled |= {o for o in outside if all(ahead(c, o) for c in inside)}
-    return [c for c in order if c not in settled]
+    settled_in = {c for c in inside if all(ahead(c, o) for o in outside)}
+    settled = settled_in | {o for o in outside if all(ahead(c, o) for c in inside)}
+    return [c for c in order if c not in settled], len(settled_in)
 
 
 def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: float = 0.05,
@@ -84,10 +84,8 @@ def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: flo
         lo = hi
         if hi == rungs[-1]:
             break
-        doubt = in_doubt({c: rewards[c] for c in racing}, places, delta, span)
-        inside = sorted(racing, key=lambda c: -rewards[c].mean())[:max(places, 0)]
-        places -= sum(c not in doubt for c in inside)  # settled in: a parent's place taken
-        racing = doubt
+        racing, taken = in_doubt({c: rewards[c] for c in racing}, places, delta, span)
+        places -= taken  # settled in: a parent's place taken
         if not racing:
             break
     return Race([float(rewards[c].mean()) for c in range(n)], [len(rewards[c]) for c in range(n)], evaluations)
