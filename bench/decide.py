@@ -233,11 +233,10 @@ def run_controls(args, seed: int, lr: float) -> Path:
 
 
 def load_recipe_tasks(path: Path) -> list[str]:
-    """The searched tasks (fitness.tasks, else those the gradient stage trains on)."""
+    """The searched tasks, by the toolkit's rule (Recipe.searched_task_names)."""
     from hyper_es.recipe import load_recipe
 
-    recipe = load_recipe(path)
-    return recipe.fitness.tasks or recipe.training_task_names()
+    return load_recipe(path).searched_task_names()
 
 
 def equal_recipe(args, seed: int, lr: float):

@@ -41,7 +41,7 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     jobs = ([] if rec.directions else plan_directions(rec)) + (
         [plan_baseline(rec)] if rec.directions is None or rec.directions.baseline else [])
     per_step = g.batch_size * g.accumulation_steps * g.max_completion_length
-    searched = [rec.task(n) for n in (f.tasks or [t.name for t in rec.tasks if t.val is not None])]
+    searched = [rec.task(n) for n in rec.searched_task_names()]
     popsize = s.popsize or cma_popsize(genes)
     fit = sum(f.minibatch * f.samples * t.max_tokens for t in searched)
     val = sum(f.val_size * t.max_tokens for t in searched)

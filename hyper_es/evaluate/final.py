@@ -308,7 +308,7 @@ def best_by_validation(rows: list[dict]) -> dict | None:
 
 def validation_tasks(recipe: Recipe) -> list[Task]:
     """The tasks whose validation rows the search's guard used (fitness.tasks, else every task with a val split)."""
-    names = recipe.fitness.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    names = recipe.searched_task_names()
     return [Task(recipe.task(n), recipe.base_dir) for n in names if recipe.task(n).val is not None]
 
 

@@ -12,7 +12,7 @@ def fitness_splits(recipe: Recipe) -> tuple[list[Task], dict[str, list[dict]], d
     """The searched tasks (fitness.tasks, else those with a val split), their fitness pool (train rows; tasks without
     a train split are searched on validation rows) and their first val_size validation rows."""
     s = recipe.fitness
-    names = s.tasks or [t.name for t in recipe.tasks if t.val is not None]
+    names = recipe.searched_task_names()
     tasks = [Task(recipe.task(n), recipe.base_dir) for n in names]
     train = {t.name: t.rows("train") for t in tasks if t.cfg.train is not None}
     val = {t.name: t.rows("val")[: s.val_size] for t in tasks}

@@ -96,6 +96,10 @@ class Recipe(Strict):
                              f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")
         return self
 
+    def searched_task_names(self) -> list[str]:
+        """The search's and ES's tasks: `fitness.tasks`, else every task with a val split."""
+        return self.fitness.tasks or [t.name for t in self.tasks if t.val is not None]
+
     def training_task_names(self) -> list[str]:
         """The gradient stage's tasks: `gradient.tasks`, else every task with a train split."""
         return self.gradient.tasks or [t.name for t in self.tasks if t.train is not None]
