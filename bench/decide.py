@@ -27,6 +27,7 @@ Per seed N (gradient.seed = fitness.seed = N), every stage in its own run folder
    select tokens), or with --equal-budget seconds its wall time (recorded in equal_compute.json); its best
    candidate by validation is the row. It checkpoints every step, so it resumes across kills; --train-only runs
    its training alone (no engine), beside another stage.
+6. cheap: issue 44's cheaper search (`CHEAP`) from the main search's start, at a quarter of its tokens.
 Artefacts (no weights) go to --results/seed<N>/<stage>/; summary.json / summary.md / the figures pair every
 Hyper-ES row with every control per seed and pooled over seeds (problems resampled within seed × task), with the
 seed-level mean and range beside the pooled CI, and check the goal.
@@ -50,7 +51,7 @@ from hyper_es.compare.run import link  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
-STAGES = ("grid", "main", "difficulty", "coevolve", "controls", "equal")
+STAGES = ("grid", "main", "difficulty", "coevolve", "controls", "equal", "cheap")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
         "directions/difficulty.json", "equal_compute.json", "search/prompt.json", "scale_fit.json"]
@@ -68,6 +69,11 @@ COEVOLVE_GENES = {
                   "Solve the following problem.\n{question}\nPut the final answer in \\boxed{{}}."],
     "formats": ["Reply with the final answer only.", "Keep the reasoning short."],
     "max_shots": 3}
+# Issue 44's cheaper search, fixed before it ran (nothing tuned to these tasks): half the fitness rows, no
+# per-generation validation re-scores, CMA-ES's mean as the answer (the recommendation under noise), and a token
+# budget of a quarter of the main row's search and selection tokens (the guard's two validation scorings come on top).
+CHEAP = {"fitness.minibatch": 32, "fitness.rescore_top": 0, "search.recommend": "mean", "eval.k": [1]}
+CHEAP_SHARE = 4
 ARMS = {"prompt": "fixed", "both": "search"}  # arm -> coevolve.weights (the parameter-only arm is the main run)
 
 
@@ -211,6 +217,32 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
     return out
 
 
+def run_cheap(args, seed: int, lr: float) -> Path:
+    """Issue 44's cheaper search (`CHEAP`) on the main run's directions from the main search's start (its scale
+    scan copied, its tokens charged again), with 1/`CHEAP_SHARE` of the main row's search and selection tokens as
+    its budget. The folder links the main run's directions and evaluated rows, so only its hyper-es row is new."""
+    from hyper_es.pipeline import run
+
+    main = run_main(args, seed, lr)
+    folder = main.with_name(f"{main.name}-cheap")
+    if not (folder / "directions").is_dir():
+        shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
+    link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "search-start"))
+    for rel in ("geometry.json", "search/scale_scan.json"):
+        if not (folder / rel).is_file():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(main / rel, folder / rel)
+    saved = args.results / f"seed{seed}" / "main" / "report.json"
+    row = next(r for r in read_json(saved if saved.is_file() else main / "report.json", "")["rows"]
+               if r["name"] == "hyper-es")
+    budget = (row["search_tokens"] + row["select_tokens"]) // CHEAP_SHARE
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-cheap",
+                     overrides={**CHEAP, "search.max_tokens": budget})
+    restore(args.results / f"seed{seed}" / "cheap", folder)
+    run(recipe, folder)
+    return folder
+
+
 def run_controls(args, seed: int, lr: float) -> Path:
     """The prompt control (`coevolve.controls: [scaled]`): the main run's `scaled` weights with the best one-gene
     prompt per task by validation, from the co-evolution arms' genes. Its folder links the main run's directions and
@@ -331,7 +363,7 @@ def run_stages(args) -> None:
     for seed in args.seeds:
         chosen_lr(args, seed)
     for stage, fn in (("main", run_main), ("difficulty", run_difficulty), ("coevolve", run_coevolve),
-                      ("controls", run_controls), ("equal", run_equal)):
+                      ("controls", run_controls), ("equal", run_equal), ("cheap", run_cheap)):
         for seed in args.seeds if stage in args.stages else []:
             lr = chosen_lr(args, seed)
             done = fn(args, seed, lr)

@@ -60,6 +60,11 @@ BAD = [
     (mutate(fitness={"tasks": ["a"]}), "fitness.tasks[0]: task 'a' has no val split"),
     (mutate(search={"candidates": "lora", "minibatch": 4}), "search: candidates moved to serve.candidates, minibatch "
      "moved to fitness.minibatch (fitness: what the search and ES score a candidate on; serve: how an engine serves it)"),
+    (mutate(fitness={"rescore_top": 0}), "fitness.rescore_top: 0 re-scores nothing on validation, and "
+     "search.recommend: best_val returns the best re-scored candidate; expected rescore_top >= 1, or recommend: mean"),
+    (mutate(search={"recommend": "mean"}, coevolve={"tasks": {"a": {}}}), "search.recommend: mean is CMA-ES's mean "
+     "of the coefficients, but co-evolution picks a prompt with them by validation; expected best_val"),
+    (mutate(search={"max_tokens": 0}), "search.max_tokens: expected greater than 0, got 0"),
     (mutate(eval={"k": [1, 8], "n": 4}), "eval: n (4) must be >= the largest k (8)"),
     (mutate(threads="x"), "threads: expected a valid integer"),
     (mutate(tasks=[]), "tasks: List should have at least 1 item"),

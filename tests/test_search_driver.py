@@ -40,6 +40,32 @@ def test_bounds_and_budgets(tmp_path):
     assert all(np.all(x >= -0.5) and np.all(x <= 0.5) for x in seen)
 
 
+def test_token_budget_counts_the_scan_fitness_and_rescores(tmp_path):
+    """search.max_tokens: the scan's tokens first, then each generation's fitness and validation tokens; the
+    generation that reaches the budget is the last."""
+    budget = Budget(max_generations=50, max_tokens=100, tokens_before=30)
+    s = CMASearch(np.zeros(3), 0.3, popsize=4, seed=0, budget=budget, out=tmp_path)
+    drive(s, lambda xs, g: (quadratic4(xs, g), {"tokens": 20, "val_tokens": 5}))
+    assert s.state.generation == 3  # 30 + 25 + 25 = 80 < 100, 105 >= 100
+    assert s.state.stop == {"budget": "max_tokens 100 (105 spent)"}
+    again = CMASearch(np.zeros(3), 0.3, popsize=4, seed=0, budget=budget, out=tmp_path)
+    assert again.done() and again.state.generation == 3
+
+
+def test_recommendation_is_the_mean_within_bounds_and_survives_a_resume(tmp_path):
+    """search.recommend: mean returns pycma's mean (xfavorite), inside the bounds; a resumed search (replay) has
+    the same mean, and on a quadratic it is nearer the optimum than the starting point."""
+    make = lambda: CMASearch(np.zeros(5), 0.3, lower=[-1] * 5, upper=[0.6] * 5, popsize=8, seed=2,  # noqa: E731
+                             budget=Budget(max_generations=15), out=tmp_path)
+    s = make()
+    assert np.array_equal(s.recommendation(), np.zeros(5))  # nothing told yet: x0
+    run(s, quadratic)
+    mean = s.recommendation()
+    assert np.all(mean <= 0.6) and np.all(mean >= -1)
+    assert np.sum((mean - OPT) ** 2) < np.sum(OPT ** 2) / 4
+    assert np.array_equal(make().recommendation(), mean)
+
+
 CHILD = """
 import sys, time, numpy as np
 from hyper_es.search import Budget, CMASearch

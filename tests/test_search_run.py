@@ -44,6 +44,26 @@ def test_search_writes_log_result_and_best_genome_and_resumes(tmp_path):
     assert again["best_val_generation_entry"] == result["best_val_generation_entry"]
 
 
+def test_recommend_mean_without_rescores_under_a_token_budget(tmp_path):
+    """search.recommend: mean with fitness.rescore_top: 0: no generation is re-scored on validation, the token
+    budget ends the search, and the genome put to the guard is CMA-ES's mean after the last generation."""
+    recipe = small_search_recipe(tmp_path, **{"search.recommend": "mean", "fitness.rescore_top": 0,
+                                              "search.max_generations": 20, "search.max_tokens": 1})
+    run = tmp_path / "run"
+    result = search(recipe, run, backend="hf", score_test=False)
+    log = [json.loads(x) for x in (run / "search" / "generations.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["val"] == [] and log[0]["val_tokens"] == 0  # the budget: one generation
+    assert result["stop"]["budget"].startswith("max_tokens 1 ")
+    from hyper_es.search.driver import CMASearch
+
+    genome, x = hx.Genome.from_json(run / "search" / "best.json")
+    x0, (lo, hi) = genome.initial(recipe.search.x0, recipe.merge.density), genome.lower_upper()
+    again = CMASearch(x0, 0.5, lower=lo, upper=hi, popsize=4, seed=0, out=run / "search")  # replayed from disk
+    entry = result["best_val_generation_entry"]
+    assert entry["recommend"] == "mean" and entry["x"] == again.recommendation().tolist() != x0.tolist()
+    assert x.tolist() == (entry["x"] if result["guard"]["kept"] == "search" else x0.tolist())
+
+
 def test_scale_scan_fixed_fitness_set_search_reward_and_guard(tmp_path, caplog):
     """Scale first (kept on disk, so a resumed search starts from the same point), one fixed fitness draw, a dense
     fitness reward, and the guard: on the random tiny model the exact reward is 0 everywhere on validation, so

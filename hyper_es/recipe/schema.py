@@ -80,6 +80,12 @@ class Recipe(Strict):
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")
+        if self.method == "hyper-es" and self.search.recommend == "best_val" and not self.fitness.rescore_top:
+            raise ValueError("@fitness.rescore_top: 0 re-scores nothing on validation, and search.recommend: best_val "
+                             "returns the best re-scored candidate; expected rescore_top >= 1, or recommend: mean")
+        if self.coevolve and self.search.recommend == "mean":
+            raise ValueError("@search.recommend: mean is CMA-ES's mean of the coefficients, but co-evolution picks "
+                             "a prompt with them by validation; expected best_val")
         t = self.compare.transfer
         if t is not None and (t not in names or self.task(t).test is None or t in self.training_task_names()
                               or t in (self.fitness.tasks or [])):

@@ -24,6 +24,13 @@ class SearchConfig(Strict):
     max_generations: PosInt = 10
     max_evals: PosInt | None = None
     wall_clock_s: Annotated[float, Field(gt=0)] | None = None
+    max_tokens: PosInt | None = Field(
+        None, description="stop once the search's generated tokens (the scale scan, the fitness scorings and the "
+        "per-generation validation re-scores) reach this many; the guard and the rows' scorings come after it")
+    recommend: Literal["best_val", "mean"] = Field(
+        "best_val", description="the genome the search returns: best_val, the re-scored candidate best on "
+        "validation; mean, CMA-ES's mean after the last generation (pycma's xfavorite), the recommendation under "
+        "a noisy fitness, which needs no re-scores (fitness.rescore_top may be 0)")
     tracking: Literal["auto", "tensorboard", "wandb", "none"] = Field(
         "auto", description="auto: TensorBoard when installed; wandb: W&B (its own login/env)")
 
@@ -56,7 +63,8 @@ class FitnessConfig(Strict):
     seed: NonNegInt = Field(0, description="the run's seed: fitness minibatches, sampled completions, CMA-ES")
     val_size: PosInt = Field(64, description="validation rows per task (the re-scores, the guard, the final rows' "
                              "validation)")
-    rescore_top: PosInt = Field(2, description="the best candidates of each generation re-scored on validation")
+    rescore_top: NonNegInt = Field(2, description="the best candidates of each generation re-scored on validation "
+                                   "(0: none; needs search.recommend: mean)")
     guard: bool = Field(True, description="the final genome must beat x0 on the validation rows, else x0 is kept")
 
     @field_validator("reward")

@@ -36,6 +36,12 @@ class Budget:
     max_generations: int = 10
     max_evals: int | None = None
     wall_clock_s: float | None = None
+    max_tokens: int | None = None
+    tokens_before: int = 0  # spent before the first generation (the scale scan)
+
+    def tokens(self, history: list[dict]) -> int:
+        """Generated tokens spent: before the search, then each generation's fitness and validation re-scores."""
+        return self.tokens_before + sum(r.get("tokens", 0) + r.get("val_tokens", 0) for r in history)
 
 
 @dataclass
@@ -139,7 +145,15 @@ class CMASearch:
             return {"budget": f"max_evals {b.max_evals}"}
         if b.wall_clock_s is not None and st.seconds >= b.wall_clock_s:
             return {"budget": f"wall_clock_s {b.wall_clock_s}"}
+        if b.max_tokens is not None and b.tokens(st.history) >= b.max_tokens:
+            return {"budget": f"max_tokens {b.max_tokens} ({b.tokens(st.history)} spent)"}
         return self._strategy_stop()
+
+    def recommendation(self) -> np.ndarray:
+        """CMA-ES's mean after the last generation told, within the bounds (pycma's xfavorite): under a noisy
+        fitness a better estimate of the optimum than any one candidate's score."""
+        x = np.asarray(self.es.result.xfavorite, dtype=np.float64)
+        return x if self.lower is None else np.clip(x, self.lower, self.upper)
 
     def _strategy_stop(self) -> dict:
         reason = {k: v for k, v in dict(self.es.stop()).items()}

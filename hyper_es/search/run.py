@@ -3,7 +3,8 @@
 Optionally, a scale scan picks the start (search/start.py). Each generation draws one minibatch of train prompts
 (seeded by the generation, or one fixed draw), seen by every candidate, scored with the task's reward or
 `fitness.reward`. The best `rescore_top` candidates of each generation are re-scored on the validation split; the
-final genome is the best by validation, if it beats x0 there (the guard), else x0. It is reported once on the
+final genome is the best by validation (or, with `search.recommend: mean`, CMA-ES's mean after the last
+generation), if it beats x0 there (the guard), else x0. It is reported once on the
 test split next to the base (all coefficients 0), the uniform merge and x0.
 """
 
@@ -170,10 +171,10 @@ def _engine(stack: contextlib.ExitStack, st: Setup):
     return engine, Scorer(engine, tok, st.tasks)
 
 
-def _strategy(st: Setup, x0, sigma0):
+def _strategy(st: Setup, x0, sigma0, scan_tokens: int = 0):
     """(strategy, validation re-scores per generation): CMA-ES from x0, or x0 throughout (prompt-only)."""
     s, f = st.recipe.search, st.recipe.fitness
-    budget = Budget(s.max_generations, s.max_evals, s.wall_clock_s)
+    budget = Budget(s.max_generations, s.max_evals, s.wall_clock_s, s.max_tokens, tokens_before=scan_tokens)
     if st.recipe.coevolve and st.recipe.coevolve.weights == "fixed":  # prompt-only: x0 throughout, as many scorings
         c = st.recipe.coevolve
         vectors = math.ceil(c.population / min(c.pairs, c.population))  # every prompt met once a generation
@@ -198,7 +199,7 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
     scan = scale_scan(fit, st.genome, x0, s.scale_scan, st.out) if s.scale_scan else None
     if scan:
         x0, sigma0 = np.asarray(scan["x0"]), scan["sigma0"]
-    driver, rescore_top = _strategy(st, x0, sigma0)
+    driver, rescore_top = _strategy(st, x0, sigma0, (scan or {}).get("tokens", 0))
     co = coevolution(st.recipe, driver, st.tasks) if st.recipe.coevolve else None  # prompts paired with the vectors
     validation.co = co
     per_candidate = min(st.recipe.coevolve.pairs, st.recipe.coevolve.population) if co else 1  # scorings a vector
@@ -241,11 +242,23 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
     return driver, co, scan, x0
 
 
+def recommended(st: Setup, driver) -> dict:
+    """The search's answer before the guard (`search.recommend`): the re-scored candidate best on validation, or
+    CMA-ES's mean after the last generation (x0 when no generation ran)."""
+    if st.recipe.search.recommend == "mean":
+        return {"recommend": "mean", "x": driver.recommendation().tolist()}
+    entries = [v for r in driver.state.history for v in r["val"]]
+    if not entries:
+        raise DataError(f"{st.out}: no generation was re-scored on validation (a budget spent before the first "
+                        f"generation?); raise the budget or use search.recommend: mean")
+    return max(entries, key=lambda v: v["val"])
+
+
 def finish(st: Setup, scorer, validation: Validation, driver, scan, x0) -> tuple[dict, np.ndarray]:
     """The guard (the best by validation against x0), each reference row on validation and test, and the stage's
     cost; returns (result, the kept genome)."""
     state, t_after, co = driver.state, time.perf_counter(), validation.co
-    best = max((v for r in state.history for v in r["val"]), key=lambda v: v["val"])
+    best = recommended(st, driver)
     x_best, start = np.array(best["x"]), co.start() if co else None
     genes_best = co.from_json(best["prompt"], "the best validation entry") if co else None
     validation.tokens = 0  # from here: the guard's and the rows' scorings (the generations' are in their records)
