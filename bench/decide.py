@@ -189,6 +189,21 @@ def run_difficulty(args, seed: int, lr: float) -> Path:
     return f["difficulty"]
 
 
+def from_main_start(main: Path, stage: str) -> Path:
+    """The folder of a stage that searches the main run's directions from the main search's start: the directions
+    (hard links), the scale scan and geometry (copied), and the rows of those weights (linked: base, the baseline's,
+    scaled, uniform and search-start)."""
+    folder = main.with_name(f"{main.name}-{stage}")
+    if not (folder / "directions").is_dir():
+        shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
+    link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "search-start"))
+    for rel in ("geometry.json", "search/scale_scan.json"):
+        if not (folder / rel).is_file():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(main / rel, folder / rel)
+    return folder
+
+
 def run_coevolve(args, seed: int, lr: float) -> list[Path]:
     """Issue 22's arms on the main run's directions, start and rows: prompt-only (`coevolve.weights: fixed`, the
     weights at the main search's start) and both (prompts and coefficients co-evolved). The parameter-only arm is the
@@ -198,15 +213,7 @@ def run_coevolve(args, seed: int, lr: float) -> list[Path]:
 
     main, out = run_main(args, seed, lr), []  # on a new machine: retrained, then taken back
     for arm, weights in ARMS.items():
-        folder = main.with_name(f"{main.name}-coevolve-{arm}")
-        if not (folder / "directions").is_dir():
-            shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
-        # main's directions (copied above) and scale scan (below): its uniform and search-start rows are these weights
-        link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "search-start"))
-        for rel in ("geometry.json", "search/scale_scan.json"):
-            if not (folder / rel).is_file():
-                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(main / rel, folder / rel)
+        folder = from_main_start(main, f"coevolve-{arm}")
         tasks = load_recipe_tasks(args.recipe)
         recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix=f"-coevolve-{arm}",
                          overrides={"coevolve": {"tasks": {t: COEVOLVE_GENES for t in tasks}, "population": 4,
@@ -224,14 +231,7 @@ def run_cheap(args, seed: int, lr: float) -> Path:
     from hyper_es.pipeline import run
 
     main = run_main(args, seed, lr)
-    folder = main.with_name(f"{main.name}-cheap")
-    if not (folder / "directions").is_dir():
-        shutil.copytree(main / "directions", folder / "directions", copy_function=os.link)
-    link_shared(main, folder, baseline=False, rows=(*SHARED_ROWS, "uniform", "search-start"))
-    for rel in ("geometry.json", "search/scale_scan.json"):
-        if not (folder / rel).is_file():
-            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(main / rel, folder / rel)
+    folder = from_main_start(main, "cheap")
     saved = args.results / f"seed{seed}" / "main" / "report.json"
     row = next(r for r in read_json(saved if saved.is_file() else main / "report.json", "")["rows"]
                if r["name"] == "hyper-es")

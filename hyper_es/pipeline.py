@@ -15,7 +15,7 @@ from pathlib import Path
 
 from hyper_es.recipe import Recipe, recipe_from_dict
 from hyper_es.recipe.isolate import in_own_process
-from hyper_es.rundir import GEOMETRY_FILE, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import GEOMETRY_FILE, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,11 @@ def run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None) -> d
     else:
         logger.info("stage 2/4: CMA-ES search")
         in_own_process(recipe, "search", search, run_dir, backend=backend, score_test=False)  # stage 3: every row
+    if recipe.gradfit and not (run_dir / GRADFIT_DIR / RESULT_FILE).is_file():
+        from hyper_es.search.grad_fit import fit
+
+        logger.info("stage 2/4: the gradient-fitted control (gradfit)")
+        in_own_process(recipe, "gradient fit", fit, run_dir)
     return in_own_process(recipe, "final evaluation and report", evaluate_and_report, run_dir, backend)
 
 

@@ -7,6 +7,7 @@ from here.
     RUN/geometry.json               the directions' norms and cosines
     RUN/search/                     the search: checkpoint.json, generations.jsonl, best.json, result.json
     RUN/es/                         full-parameter ES: config.json, history.jsonl, result.json
+    RUN/gradfit/                    the gradient-fitted control: best.json, result.json
     RUN/eval/<row>.json             the final evaluation's test records; RUN/eval/val/: its validation scorings
     RUN/report.json, report.md      the report
 """
@@ -16,6 +17,7 @@ DIRECTIONS_DIR = "directions"
 GEOMETRY_FILE = "geometry.json"
 SEARCH_DIR = "search"
 ES_DIR = "es"
+GRADFIT_DIR = "gradfit"
 EVAL_DIR = "eval"
 RESULT_FILE = "result.json"  # a finished search's or ES run's record (RUN/search/, RUN/es/)
 BEST_FILE = "best.json"  # the search's best genome (RUN/search/best.json)

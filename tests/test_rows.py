@@ -12,13 +12,14 @@ from hyper_es.rows import KINDS, kind_of, row_update
     ("baseline", "baseline"),
     ("baseline@6", "baseline-snapshot"), ("dir-0", "direction"), ("es", "es"), ("baseline+es", "es"),
     ("hyper-es+es", "es"), ("es+grpo", "es-grpo"), ("baseline+es+grpo", "es-grpo"), ("search-start", "search-start"),
+    ("grad-fit", "grad-fit"),
 ])
 def test_a_row_name_has_one_kind(name, kind):
     assert kind_of(name).name == kind
 
 
 def test_the_compared_rows_get_pass_k_and_the_curve_rows_do_not():
-    assert {k for k, v in KINDS.items() if v.pass_k} == {"base", "baseline", "es", "es-grpo", "hyper-es"}
+    assert {k for k, v in KINDS.items() if v.pass_k} == {"base", "baseline", "es", "es-grpo", "hyper-es", "grad-fit"}
 
 
 def test_the_base_row_is_no_update_and_the_uniform_row_is_one_clear_error(tmp_path):

@@ -52,10 +52,15 @@ def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int 
             data = data[job.shard :: job.num_shards]
         if tokenizer is not None and max_len:
             data = task.fit(tokenizer, data, max_len, max_tokens)
-        for r in data:
-            prompt = task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r))
-            rows.append({"prompt": prompt, "task": task.name, "reference": json.dumps(task.reference(r))})
+        rows += prompt_rows(task, data)
     return rows
+
+
+def prompt_rows(task: Task, data: list[dict]) -> list[dict]:
+    """A GRPO dataset's rows of `task`: the prompt as the task renders it, the task's name and the reward's
+    reference (JSON)."""
+    return [{"prompt": task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r)), "task": task.name,
+             "reference": json.dumps(task.reference(r))} for r in data]
 
 
 def longest_prompt(recipe: Recipe, tokenizer, rows: int = 256) -> int:
@@ -253,14 +258,10 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     """Train one job and move its adapter into RUN/directions/<name>/ (or `dest`). Resumes from a TRL checkpoint if
     one exists. `start` ({tensor: ΔW}) is added to the base first: the LoRA then trains on top of that update
     (ES → GRPO-LoRA), and the manifest says so."""
-    import datasets
     import peft
     import torch
-    from transformers.trainer_callback import PrinterCallback
 
     from hyper_es import models
-
-    GRPOTrainer = grpo_trainer(recipe.gradient.use_vllm)  # noqa: N806 - a class
 
     final = dest or run_dir / DIRECTIONS_DIR / job.name
     work = final.parent / f".work-{job.name}"
@@ -271,7 +272,6 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     torch.set_num_threads(recipe.threads)
 
     tasks = training_tasks(recipe)
-    funcs, weights = reward_functions(recipe, tasks)
     model, tok = models.load(recipe.model.name, dtype=recipe.model.dtype, revision=recipe.model.revision,
                              trust_remote_code=recipe.model.trust_remote_code)
     rates = read_difficulty(run_dir, recipe) if job.by_difficulty else None
@@ -284,17 +284,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     if recipe.gradient.lora_seed is not None:  # one LoRA init for every job; TRL's seed then drives only the data
         torch.manual_seed(recipe.gradient.lora_seed)
         model, lora_cfg = peft.get_peft_model(model, lora_cfg), None
-    class Trainer(GRPOTrainer):
-        def _get_train_sampler(self, dataset=None):
-            return _replayable(super()._get_train_sampler(dataset))
-
-    trainer = Trainer(
-        model=model, processing_class=tok, reward_funcs=funcs,
-        args=_grpo_config(recipe, job, trainer_dir, weights), train_dataset=datasets.Dataset.from_list(rows),
-        peft_config=lora_cfg,
-    )
-    trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
-    trainer.add_callback(StepLog(job.name, job.steps))
+    trainer = make_trainer(recipe, job, trainer_dir, model, tok, rows, tasks, peft_config=lora_cfg)
     if snapshot_steps(recipe, job):
         trainer.add_callback(Snapshots(snapshot_steps(recipe, job), work / "adapter" / SNAPSHOTS))
     resume = last_checkpoint(trainer_dir) if recipe.gradient.checkpoint_every else None
@@ -315,6 +305,28 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     shutil.rmtree(work, ignore_errors=True)
     logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
     return final
+
+
+def make_trainer(recipe: Recipe, job: JobSpec, trainer_dir: Path, model, tok, rows: list[dict], tasks: list[Task],
+                 *, peft_config=None):
+    """TRL's GRPOTrainer for a job: the gradient stage's settings, the tasks' rewards (or `gradient.rewards`), a
+    sampler that resumes in any epoch, and one log line per step."""
+    import datasets
+    from transformers.trainer_callback import PrinterCallback
+
+    GRPOTrainer = grpo_trainer(recipe.gradient.use_vllm)  # noqa: N806 - a class
+    funcs, weights = reward_functions(recipe, tasks)
+
+    class Trainer(GRPOTrainer):
+        def _get_train_sampler(self, dataset=None):
+            return _replayable(super()._get_train_sampler(dataset))
+
+    trainer = Trainer(model=model, processing_class=tok, reward_funcs=funcs,
+                      args=_grpo_config(recipe, job, trainer_dir, weights),
+                      train_dataset=datasets.Dataset.from_list(rows), peft_config=peft_config)
+    trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
+    trainer.add_callback(StepLog(job.name, job.steps))
+    return trainer
 
 
 def add_update(model, update: dict) -> None:

@@ -41,7 +41,7 @@ from hyper_es.es.history import es_start
 from hyper_es.rows import KINDS, start_genome
 from hyper_es.tasks import Task
 from hyper_es.evaluate.prompted import own_prompts, prompt_controls, prompted, prompted_row, run_prompts
-from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, MANIFEST_FILE, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, MANIFEST_FILE, RESULT_FILE, SEARCH_DIR
 from hyper_es.rows import names as row_names
 
 logger = logging.getLogger(__name__)
@@ -141,6 +141,10 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
         start = start_genome(run_dir)
         if start is not None:  # what the search adds over its own start (the scanned scale of x0)
             rows.append(Row("search-start", "search-start", searched=start, steps=total))
+    fitted = run_dir / GRADFIT_DIR / BEST_FILE
+    if fitted.is_file() and (run_dir / GRADFIT_DIR / RESULT_FILE).is_file():  # the search's genome fitted by gradient
+        steps = read_json(run_dir / GRADFIT_DIR / RESULT_FILE, "delete the gradfit folder to fit again")["steps"]
+        rows.append(Row("grad-fit", "grad-fit", searched=Genome.from_json(fitted), steps=total + steps))
     return rows
 
 
@@ -170,7 +174,7 @@ def has_val(kind: str, name: str) -> bool:
     """Whether a row's eval/val/<row>.json is its validation score: a validated kind's own weights and prompts (a
     prompt control's file there is its prompt scan, not a score of the weights' selection)."""
     return kind in VALIDATED and not row_names.is_prompted(name)
-FIRST = ("hyper-es", "search-start", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
+FIRST = ("hyper-es", "search-start", "grad-fit", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
 def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = None, test: bool = True) -> list[dict]:

@@ -178,6 +178,17 @@ class MergePlan:
             for k, name in enumerate(self.ds.names)
         ])
 
+    def stacked(self, tensor: str) -> torch.Tensor:
+        """The K sparsified deltas [K, ...] of `tensor` that a coefficient vector re-weights (density genes aside)."""
+        d = self._prepared.get(tensor)
+        return d if d is not None else self._deltas(tensor, dict.fromkeys(self.ds.names, self.s.density))
+
+    def mix(self, deltas: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """K stacked deltas combined with their K weights by the recipe's merge method (differentiable in the
+        weights: the gradient-fitted control trains them)."""
+        return self._combine(deltas, weights, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
+                             lam=self.s.lam)
+
     def warm_up(self) -> None:
         """Run one merge so a `fused` plan compiles now (for every tensor shape), not inside a timed candidate."""
         if self._combine is combine:
@@ -195,8 +206,7 @@ class MergePlan:
             if d is None:
                 d = self._deltas(t, {name: dens[(self.group[t], name)] for name in self.ds.names})
             w = coef[self.key_idx[t]].to(self.device)
-            yield t, self._combine(d, w, ties=self.ties, consensus=self.s.consensus, normalize=self.s.normalize,
-                             lam=self.s.lam)
+            yield t, self.mix(d, w)
 
     def apply(self, base: Mapping[str, torch.Tensor], x, out_dtype: torch.dtype | None = None) -> dict:
         """A new state dict: base + merged ΔW on touched tensors; untouched tensors are the base's own objects."""

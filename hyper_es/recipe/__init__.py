@@ -31,6 +31,7 @@ from hyper_es.recipe.search import (
     EvalConfig,
     ExecutorConfig,
     FitnessConfig,
+    GradFitConfig,
     PromptSpace,
     Resources,
     SearchConfig,
@@ -40,7 +41,7 @@ from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraC
 
 __all__ = [
     "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig", "FitnessConfig",
-    "FileSource", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
+    "FileSource", "GradFitConfig", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
     "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "ServeConfig", "Source", "Strict",
     "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "move_search_fields", "pin_run_partitions",
     "recipe_from_dict",

@@ -12,7 +12,8 @@ from hyper_es.recipe.compare import CompareConfig
 from hyper_es.recipe.data import TaskConfig
 from hyper_es.recipe.directions import DirectionsConfig
 from hyper_es.recipe.fields import PosInt, Strict
-from hyper_es.recipe.search import CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, FitnessConfig, SearchConfig
+from hyper_es.recipe.search import (CoevolveConfig, ESConfig, EvalConfig, ExecutorConfig, FitnessConfig, GradFitConfig,
+                                     SearchConfig)
 from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import GradientConfig, MergeConfig, ModelConfig
 
@@ -35,6 +36,8 @@ class Recipe(Strict):
     serve: ServeConfig = Field(default_factory=ServeConfig)
     es: ESConfig = Field(default_factory=ESConfig)
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    gradfit: GradFitConfig | None = Field(None, description="the gradient-fitted control: the search's genome "
+                                          "fitted by GRPO on the same rows (none: not run)")
     coevolve: CoevolveConfig | None = Field(None, description="co-evolve prompts with the parameters (none: fixed)")
     compare: CompareConfig = Field(default_factory=CompareConfig, description="`hyper-es compare`: the baseline's "
                                    "lr grid, the controls and the variants")
@@ -86,6 +89,10 @@ class Recipe(Strict):
         if self.coevolve and self.search.recommend == "mean":
             raise ValueError("@search.recommend: mean is CMA-ES's mean of the coefficients, but co-evolution picks "
                              "a prompt with them by validation; expected best_val")
+        if self.gradfit and (self.method == "es" or self.merge.per_direction_density or self.merge.per_layer_density):
+            raise ValueError("@gradfit: it fits the merge coefficients of method: hyper-es by gradient, and a "
+                             "density gene has none; expected method: hyper-es without per_direction_density or "
+                             "per_layer_density")
         t = self.compare.transfer
         if t is not None and (t not in names or self.task(t).test is None or t in self.training_task_names()
                               or t in (self.fitness.tasks or [])):

@@ -83,6 +83,18 @@ class FitnessConfig(Strict):
         return self
 
 
+class GradFitConfig(Strict):
+    """The gradient-fitted control (`grad-fit` row): the search's genome fitted by GRPO (TRL's GRPOTrainer, the
+    gradient stage's batch, decoding, loss and rewards) with the merge coefficients as the only trained
+    parameters, from the search's start, on the search's fitness rows."""
+
+    learning_rate: Annotated[float, Field(gt=0)] = Field(0.05, description="Adam's step on the coefficients")
+    max_tokens: PosInt | None = Field(
+        None, description="stop once its generated tokens reach this many (default: the search stage's, scan, "
+        "fitness and validation re-scores included: equal tokens)")
+    max_steps: PosInt = Field(200, description="optimizer steps at most")
+
+
 class EvalConfig(Strict):
     backend: Literal["vllm", "hf"] = "vllm"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(

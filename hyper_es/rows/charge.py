@@ -12,7 +12,7 @@ from hyper_es.cost import Cost, read_stage_cost
 from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.manifest import finished_jobs, read_manifest, read_record
 from hyper_es.io import read_json
-from hyper_es.rundir import DIRECTIONS_DIR, ES_DIR, EVAL_DIR, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
 from hyper_es.tasks.proposals import proposal_cost
 from hyper_es.rows.names import baseline_candidate
 
@@ -120,6 +120,12 @@ def start_cost(run_dir, row, ctx) -> Cost:
     """The search's start without the search: the directions, then the scale scan on the fitness rows."""
     return ctx.directions_of(run_dir) + Cost(search_tokens=ctx.scan.get("tokens", 0),
                                                      seconds=ctx.scan.get("seconds") or 0.0)
+
+
+def gradfit_cost(run_dir, row, ctx) -> Cost:
+    """The gradient-fitted control: the directions, the scale scan that chose its start, then its GRPO steps."""
+    fit = read_json(Path(run_dir) / GRADFIT_DIR / RESULT_FILE, "delete the gradfit folder to fit again")
+    return start_cost(run_dir, row, ctx) + read_stage_cost(fit, lambda r: Cost(train_tokens=None, seconds=None))
 
 
 def snapshot_cost(run_dir, row, ctx) -> Cost:

@@ -13,11 +13,11 @@ import torch
 from hyper_es.cost import Cost
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
-from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, hyper_es_cost, job_cost, scaled_cost,
-                                  snapshot_cost, start_cost, uniform_cost)
+from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, gradfit_cost, hyper_es_cost, job_cost,
+                                  scaled_cost, snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.rows import names
-from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
 
 
 
@@ -64,6 +64,13 @@ def _hyper_es_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]
     from hyper_es.merging import Genome
 
     return _searched_update(run_dir, *Genome.from_json(run_dir / SEARCH_DIR / BEST_FILE), recipe)
+
+
+def _gradfit_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """The gradient-fitted genome (gradfit/best.json) merged as the search merges."""
+    from hyper_es.merging import Genome
+
+    return _searched_update(run_dir, *Genome.from_json(run_dir / GRADFIT_DIR / BEST_FILE), recipe)
 
 
 def _start_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
@@ -131,16 +138,17 @@ KINDS = {k.name: k for k in (
     RowKind("es-grpo", True, es_grpo_cost, _es_grpo_update),
     RowKind("hyper-es", True, hyper_es_cost, _hyper_es_update),
     RowKind("search-start", False, start_cost, _start_update),  # the scale scan's x0: the search's ablation
+    RowKind("grad-fit", True, gradfit_cost, _gradfit_update),  # the search's genome fitted by gradient: a control
 )}
 
 
 def kind_of(row: str) -> RowKind:
-    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, scaled,
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, grad-fit, scaled,
     es / <start>+es, …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is
     its kind."""
     if names.is_prompted(row):  # a row's weights with a chosen prompt: the kind (cost, update) of the weights
         return kind_of(names.weights_of(row))
-    if row in ("base", "uniform", "hyper-es", "baseline", "scaled", "search-start"):
+    if row in ("base", "uniform", "hyper-es", "baseline", "scaled", "search-start", "grad-fit"):
         return KINDS[row]
     if names.is_es_grpo(row):
         return KINDS["es-grpo"]
