@@ -130,6 +130,7 @@ def test_overlays_and_what_shares_the_baseline():
     plan = plan_for(main)
     assert plan.controls == ["baseline-best", "scaled", "grpo-equal-compute"] and "base" not in plan.tuned
     assert ("hyper-es-linear", "hyper-es-linear-start") in plan.pairs
-    fitted = plan_for(recipe_from_dict(overlay(_data(), {"gradfit": {}})))
-    assert fitted.controls == ["baseline-best", "scaled", "grad-fit", "grpo-equal-compute"]
+    fitted = plan_for(recipe_from_dict(overlay(_data(), {"gradfit": {}, "eval.merges": ["ties"],
+                                                         "search.scale_scan": [0.5, 1.0]})))
+    assert fitted.controls == ["baseline-best", "scaled", "merge-ties", "grad-fit", "grpo-equal-compute"]
     assert fitted.rows["grad-fit"] == ("main", "grad-fit") and ("hyper-es-start", "grad-fit") in fitted.pairs

@@ -57,6 +57,16 @@ def test_task_arithmetic_equals_mergekit(base_sd, ds):
         torch.testing.assert_close(ours[t], theirs[t], rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("method", ["task_arithmetic", "ties"])
+def test_the_composition_controls_are_mergekit_at_its_defaults(base_sd, ds, method):
+    """eval.merges' unit merge: every direction at weight 1 with mergekit's own defaults for the method (density 1,
+    its normalize, lambda 1), passed nothing but the weights."""
+    ours = hx.merging.unit_merge(ds, method)
+    theirs = mergekit_merge(base_sd, ds, [1.0] * len(NAMES), method)
+    for t in base_sd:
+        torch.testing.assert_close(base_sd[t] + ours[t] if t in ours else base_sd[t], theirs[t], rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("normalize", [False, True])
 def test_density_p_equals_mergekit_formula_on_our_masks(base_sd, ds, normalize):
     """Our DARE masks, then mergekit's own building blocks (L1 rescale, sign election) on the same masks."""

@@ -208,6 +208,11 @@ def _cli_case(case: str, root: Path, tmp: Path) -> tuple[list, Path | None]:
         cfg = json.loads((a0 / "adapter_config.json").read_text())
         (a0 / "adapter_config.json").write_text(json.dumps({**cfg, "target_modules": ["qq_proj"]}))
         return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
+    if case == "a recipe's adapter config says another rank":
+        a0 = make_adapters(tmp / "adapters")[0]
+        cfg = json.loads((a0 / "adapter_config.json").read_text())
+        (a0 / "adapter_config.json").write_text(json.dumps({**cfg, "r": cfg["r"] * 2}))
+        return ["search", write_recipe(tmp), "--out", tmp / "RUN", "--backend", "hf"], tmp / "RUN" / "search"
     if case == "a recipe's adapter is all zero":
         import peft
 
@@ -239,7 +244,7 @@ def _cli_case(case: str, root: Path, tmp: Path) -> tuple[list, Path | None]:
 CLI_CASES = ["eval --adapter of another base's shapes", "eval --adapter of another base's shapes, served by vLLM",
              "eval --adapter without adapter_config.json",
              "a recipe's adapter config names another base", "a recipe's adapter changes a module the base lacks",
-             "a recipe's adapter is all zero",
+             "a recipe's adapter config says another rank", "a recipe's adapter is all zero",
              "collect --out FILE", "run --out FILE", "search --out FILE", "export --format hf --out FILE",
              "export --format peft --out FILE", "export --format peft above --max-error", "eval --out FOLDER",
              "export --genome for other directions", "export --genome of a missing file"]
@@ -262,6 +267,7 @@ def test_every_bad_input_of_the_path_is_one_line(cli, api_run, tmp_path, case):
               "a recipe's adapter changes a module the base lacks": "qq_proj.weight' is not in the base model",
               "eval --adapter of another base's shapes, served by vLLM": "not an adapter of tiny-random",
               "a recipe's adapter is all zero": "0 in every tensor",
+              "a recipe's adapter config says another rank": "adapter_config.json gives it rank",
               "export --format peft above --max-error": "nothing written",
               "export --genome of a missing file": "no such file"}
     assert expect.get(case, "") in errors[0]

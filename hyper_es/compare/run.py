@@ -168,9 +168,9 @@ def link(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...]) -> Non
 
 def plan_for(recipe: Recipe) -> ComparePlan:
     """The comparison's plan: Hyper-ES and each variant against the baseline's early stop, `scaled`,
-    grpo-equal-compute and, with `gradfit:`, the gradient-fitted genome (the controls), the final baseline and the base; each method against its own search start;
+    grpo-equal-compute, each `eval.merges` merge and, with `gradfit:`, the gradient-fitted genome (the controls), the final baseline and the base; each method against its own search start;
     the grid's cost charged to every row trained at its lr."""
-    from hyper_es.rows.names import prompted
+    from hyper_es.rows.names import merged, prompted
 
     rows = {"base": (MAIN, "base"), "baseline": (MAIN, "baseline"), "baseline-best": (MAIN, None),
             "scaled": (MAIN, "scaled"), "hyper-es": (MAIN, "hyper-es"), "hyper-es-start": (MAIN, "search-start")}
@@ -185,6 +185,9 @@ def plan_for(recipe: Recipe) -> ComparePlan:
         rows[prompted(row)] = (MAIN, prompted(row))
         marked.append(prompted(row))
     controls = ["baseline-best", "scaled", *(r for r in rows if r in marked and rows[r][0] == MAIN)]
+    for name in map(merged, recipe.eval.merges):  # the directions merged at one validated lambda (composition)
+        rows[name] = (MAIN, name)
+        controls.append(name)
     if recipe.gradfit:  # the same genome fitted by gradient: is the search the right optimiser for its subspace?
         rows["grad-fit"] = (MAIN, "grad-fit")
         controls.append("grad-fit")

@@ -141,6 +141,10 @@ def read_adapter(folder: Path, name: str | None = None) -> Direction:
         if set(ab) != {"A", "B"}:
             raise DataError(f"adapter {folder}: module '{module}' lacks lora_{'B' if 'A' in ab else 'A'}")
         rank = _pattern_value(module, ranks, r)
+        if ab["A"].ndim != 2 or ab["B"].ndim != 2 or not ab["A"].shape[0] == ab["B"].shape[1] == rank:
+            raise DataError(f"adapter {folder}: module '{module}' has lora_A {tuple(ab['A'].shape)} and lora_B "
+                            f"{tuple(ab['B'].shape)}, but {ADAPTER_CONFIG} gives it rank {rank} (its scale "
+                            f"alpha/r would be wrong); {fix}")
         a = _pattern_value(module, alphas, alpha)
         scale = a / (rank**0.5) if rslora else a / rank
         if cfg.get("fan_in_fan_out"):

@@ -167,7 +167,7 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
-VALIDATED = (*BASELINE_KINDS, "scaled")  # rows with eval/val/<row>.json
+VALIDATED = (*BASELINE_KINDS, "scaled", "merge")  # rows with eval/val/<row>.json
 
 
 def has_val(kind: str, name: str) -> bool:
@@ -195,7 +195,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     def engine_for(row: Row):
         if not held:
             # The layout of the searched genome (best.json), else the recipe's; one density per direction.
-            ds = eval_set(run_dir)[0]
+            ds = with_merges(recipe, eval_set(run_dir)[0], run_dir)
             layout, settings = recipe_genome(recipe, ds)
             layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
@@ -215,7 +215,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             logger.info("validation %s: %.3f %s", row.name, scores["mean"], json.dumps(scores["tasks"]))
             write_json_atomic(out / "val" / f"{row.name}.json", scores)
         scaled = scaled_row(recipe, rows, val, out, engine_for) if test else None
-        rows += [scaled] if scaled else []
+        rows += ([scaled] if scaled else []) + (merge_rows(recipe, rows, val, out, engine_for) if test else [])
         candidates = [r for r in rows if r.kind in BASELINE_KINDS]  # every one, whatever is tested below
         if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
             best = best_by_validation([{"name": r.name, "steps": r.steps, "val": read_val(out, r.name)}
@@ -254,30 +254,58 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
 
 
 def scaled_row(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> Row | None:
-    """The `scaled` control: base + s·ΔW of the baseline's final adapter, s from the search's `scale_scan`, chosen
-    on the validation rows (ties: the scale nearest 1). Each scale's scores are kept in eval/val/scaled@<s>.json
-    and the choice in eval/val/scaled.json (with the tokens and seconds of the whole scan), so it resumes."""
+    """The `scaled` control: base + s·ΔW of the baseline's final adapter, s chosen on validation (`chosen_scale`)."""
     baseline = next((r for r in rows if r.kind == "baseline"), None)
-    scales = recipe.search.scale_scan
-    if baseline is None or not scales or not val:
+    if baseline is None or not recipe.search.scale_scan or not val:
         return None
-    path = out / "val" / "scaled.json"
+    return chosen_scale(recipe, "scaled", "baseline", baseline.steps, val, out, engine_for)
+
+
+def merge_rows(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engine_for) -> list[Row]:
+    """`eval.merges`: each merge-<method> control, the directions' merge at mergekit's defaults (a dense direction
+    of the evaluation's set, `with_merges`) times one lambda chosen on validation."""
+    steps = next((r.steps for r in rows if r.kind == "uniform"), None)
+    return [chosen_scale(recipe, row_names.merged(m), row_names.merged(m), steps, val, out, engine_for, kind="merge")
+            for m in (recipe.eval.merges if val else [])]
+
+
+def with_merges(recipe: Recipe, ds: DirectionSet, run_dir: Path) -> DirectionSet:
+    """The evaluation's set with each `eval.merges` method's merge of the search directions as a dense direction."""
+    from hyper_es.directions.sources import Dense, Direction
+    from hyper_es.merging import unit_merge
+
+    if not recipe.eval.merges:
+        return ds
+    searched = DirectionSet.from_run(run_dir)
+    extra = [Direction(row_names.merged(m), {t: Dense(d) for t, d in unit_merge(searched, m, recipe.merge.seed).items()},
+                       origin="eval.merges") for m in recipe.eval.merges]
+    return DirectionSet(ds.base, [*ds.directions, *extra], validate=False)
+
+
+def chosen_scale(recipe: Recipe, name: str, direction: str, steps: int | None, val: list[Task], out: Path,
+                 engine_for, kind: str = "scaled") -> Row:
+    """Row `name`: base + s·ΔW of `direction`, s from the search's `scale_scan`, chosen on the validation rows (ties:
+    the scale nearest 1). Each scale's scores are kept in eval/val/<name>@<s>.json and the choice in
+    eval/val/<name>.json (with the tokens and seconds of the whole scan), so it resumes."""
+    scales = recipe.search.scale_scan
+    path = out / "val" / f"{name}.json"
     if not path.is_file():
         scan = {}
         for sc in scales:
-            f = out / "val" / f"scaled@{sc:g}.json"
+            f = out / "val" / f"{name}@{sc:g}.json"
             if not f.is_file():
-                row = Row(f"scaled@{sc:g}", "scaled", {"baseline": sc}, raw=True, steps=baseline.steps)
+                row = Row(f"{name}@{sc:g}", kind, {direction: sc}, raw=True, steps=steps)
                 write_json_atomic(f, validation_scores(*engine_for(row), val, recipe.fitness.val_size))
             scan[sc] = read_json(f, "delete it to score that scale again")
         top = max(v["mean"] for v in scan.values())
         best = min((sc for sc, v in scan.items() if v["mean"] == top), key=lambda sc: abs(sc - 1.0))
-        logger.info("scaled: %s -> scale %g", ", ".join(f"{sc:g}: {v['mean']:.3f}" for sc, v in scan.items()), best)
+        logger.info("%s: %s -> scale %g", name, ", ".join(f"{sc:g}: {v['mean']:.3f}" for sc, v in scan.items()),
+                    best)
         write_json_atomic(path, {**scan[best], "scale": best, "scan": {f"{sc:g}": v["mean"] for sc, v in scan.items()},
                                  "tokens": sum(v["tokens"] for v in scan.values()),
                                  "seconds": sum(v["seconds"] for v in scan.values())})
     scale = read_json(path, "delete it to scan the scales again")["scale"]
-    return Row("scaled", "scaled", {"baseline": scale}, raw=True, steps=baseline.steps)
+    return Row(name, kind, {direction: scale}, raw=True, steps=steps)
 
 
 def score_test_sets(engine, tok, tasks: list[Task], e, *, pass_k: bool) -> dict:

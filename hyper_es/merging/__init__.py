@@ -7,7 +7,7 @@ load on first use, so the recipe schema can read the method registry (`merging.m
 from hyper_es.merging.methods import METHODS
 
 __all__ = ["METHODS", "Genome", "MergePlan", "MergeSettings", "dare_mask", "genome_for", "global_weights", "merge",
-           "recipe_genome"]
+           "recipe_genome", "unit_merge"]
 _CORE = ("MergePlan", "MergeSettings", "dare_mask", "genome_for", "global_weights", "merge")
 
 
@@ -20,8 +20,8 @@ def __getattr__(name: str):
         from hyper_es.merging.genome import Genome
 
         return Genome
-    if name == "recipe_genome":
-        from hyper_es.merging.from_recipe import recipe_genome
+    if name in ("recipe_genome", "unit_merge"):
+        from hyper_es.merging import from_recipe
 
-        return recipe_genome
+        return getattr(from_recipe, name)
     raise AttributeError(f"module 'hyper_es.merging' has no attribute '{name}'")

@@ -89,6 +89,9 @@ class Recipe(Strict):
         if self.coevolve and self.search.recommend == "mean":
             raise ValueError("@search.recommend: mean is CMA-ES's mean of the coefficients, but co-evolution picks "
                              "a prompt with them by validation; expected best_val")
+        if self.eval.merges and (self.method == "es" or not self.search.scale_scan):
+            raise ValueError("@eval.merges: a merge-<method> row scales the directions' merge by a lambda chosen from "
+                             "search.scale_scan; expected method: hyper-es with a scale_scan")
         if self.gradfit and (self.method == "es" or self.merge.per_direction_density or self.merge.per_layer_density):
             raise ValueError("@gradfit: it fits the merge coefficients of method: hyper-es by gradient, and a "
                              "density gene has none; expected method: hyper-es without per_direction_density or "

@@ -113,6 +113,19 @@ class EvalConfig(Strict):
         None, description="sample Pass@k on only the first N test problems per task (greedy still on all)")
     pass_k_tasks: list[str] | None = Field(
         None, description="the tasks sampled for Pass@k (default: every task with a test split; greedy still on all)")
+    merges: list[str] = Field(default_factory=list, description=(
+        "merge-<method> rows: the search's directions merged by each method at mergekit's defaults (weight 1 each), "
+        "scaled by one lambda from search.scale_scan chosen on validation (composition's controls)"))
+
+    @field_validator("merges")
+    @classmethod
+    def _known_methods(cls, v: list[str]) -> list[str]:
+        from hyper_es.recipe.training import METHODS
+
+        bad = [m for m in v if m not in METHODS]
+        if bad or len(set(v)) != len(v):
+            raise ValueError(f"expected distinct methods among {', '.join(METHODS)}, got {v}")
+        return v
 
     @model_validator(mode="after")
     def _n_covers_k(self) -> EvalConfig:

@@ -82,14 +82,15 @@ def es_stage_cost(run_dir: Path, *, proposals: bool = True) -> Cost:
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
     """Validation spent choosing rows: the scoring of every baseline candidate that was scored (early stopping:
-    the base, each snapshot and the final, also those not tested) and the `scaled` row's scale scan."""
+    the base, each snapshot and the final, also those not tested), and each scale scan (`scaled`, merge-<method>)
+    by its row's name."""
     val = Path(run_dir) / EVAL_DIR / "val"
     cands = [read_json(p, "delete it to score that candidate again") for p in sorted(val.glob("*.json"))
              if baseline_candidate(p.stem)]
-    scaled = next((r["val"] for r in rows if r["kind"] == "scaled" and "val" in r), {})
+    scans = {r["name"]: Cost(select_tokens=r["val"].get("tokens", 0), seconds=r["val"].get("seconds", 0.0))
+             for r in rows if r["kind"] in ("scaled", "merge") and "val" in r}
     return {"baseline": Cost(select_tokens=sum(v.get("tokens", 0) for v in cands),
-                             seconds=sum(v.get("seconds", 0.0) for v in cands)),
-            "scaled": Cost(select_tokens=scaled.get("tokens", 0), seconds=scaled.get("seconds", 0.0))}
+                             seconds=sum(v.get("seconds", 0.0) for v in cands)), "scaled": Cost(), **scans}
 
 
 def context(run_dir: Path, rows: list[dict], log: list[dict], result: dict) -> Context:
@@ -126,6 +127,11 @@ def gradfit_cost(run_dir, row, ctx) -> Cost:
     """The gradient-fitted control: the directions, the scale scan that chose its start, then its GRPO steps."""
     fit = read_json(Path(run_dir) / GRADFIT_DIR / RESULT_FILE, "delete the gradfit folder to fit again")
     return start_cost(run_dir, row, ctx) + read_stage_cost(fit, lambda r: Cost(train_tokens=None, seconds=None))
+
+
+def merge_cost(run_dir, row, ctx) -> Cost:
+    """A merge-<method> control: the directions, then its lambda's scan on validation."""
+    return ctx.directions_of(run_dir) + ctx.val.get(row["name"], Cost())
 
 
 def snapshot_cost(run_dir, row, ctx) -> Cost:

@@ -14,7 +14,7 @@ from hyper_es.cost import Cost
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
 from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, gradfit_cost, hyper_es_cost, job_cost,
-                                  scaled_cost, snapshot_cost, start_cost, uniform_cost)
+                                  merge_cost, scaled_cost, snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.rows import names
 from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
@@ -33,6 +33,17 @@ def _scaled_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     """The baseline's ΔW times the scale chosen on validation (eval/val/scaled.json)."""
     scale = read_json(run_dir / EVAL_DIR / "val" / "scaled.json", "delete it to scan the scales again")["scale"]
     return {t: scale * d for t, d in _adapter_update(run_dir, "baseline", recipe).items()}
+
+
+def _merge_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
+    """The search directions merged by the row's method at mergekit's defaults, times the lambda chosen on
+    validation (eval/val/<row>.json)."""
+    from hyper_es.directions import DirectionSet
+    from hyper_es.merging import unit_merge
+
+    scale = read_json(run_dir / EVAL_DIR / "val" / f"{row}.json", "delete it to scan the scales again")["scale"]
+    merged = unit_merge(DirectionSet.from_run(run_dir), names.merge_method(row), recipe.merge.seed)
+    return {t: scale * d for t, d in merged.items()}
 
 
 def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
@@ -139,17 +150,21 @@ KINDS = {k.name: k for k in (
     RowKind("hyper-es", True, hyper_es_cost, _hyper_es_update),
     RowKind("search-start", False, start_cost, _start_update),  # the scale scan's x0: the search's ablation
     RowKind("grad-fit", True, gradfit_cost, _gradfit_update),  # the search's genome fitted by gradient: a control
+    RowKind("merge", False, merge_cost, _merge_update),  # the directions merged by a method at one validated lambda
 )}
 
 
 def kind_of(row: str) -> RowKind:
-    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, grad-fit, scaled,
+    """The kind of a row by its name, as plan_rows names them: base, uniform, hyper-es, search-start, grad-fit,
+    merge-<method>, scaled,
     es / <start>+es, …es+grpo, baseline, baseline@N, else a direction; any of them + "+prompt" (co-evolved) is
     its kind."""
     if names.is_prompted(row):  # a row's weights with a chosen prompt: the kind (cost, update) of the weights
         return kind_of(names.weights_of(row))
     if row in ("base", "uniform", "hyper-es", "baseline", "scaled", "search-start", "grad-fit"):
         return KINDS[row]
+    if names.merge_method(row) is not None:
+        return KINDS["merge"]
     if names.is_es_grpo(row):
         return KINDS["es-grpo"]
     if names.is_es(row):

@@ -1,11 +1,13 @@
 """Row names, built and parsed here only: base, uniform, hyper-es, search-start, scaled, a direction's name,
 baseline, baseline@N (the baseline's snapshot at optimizer step N), es or <start>+es (ES from a start row),
-<es row>+grpo (GRPO-LoRA on ES's weights), and any of them + "+prompt" (scored with a chosen prompt)."""
+<es row>+grpo (GRPO-LoRA on ES's weights), grad-fit, merge-<method> (the directions merged by a method at one
+validated scale), and any of them + "+prompt" (scored with a chosen prompt)."""
 
 from __future__ import annotations
 
 PROMPT = "+prompt"
 SNAPSHOT = "baseline@"
+MERGED = "merge-"
 
 
 def snapshot(step: int) -> str:
@@ -50,3 +52,12 @@ def is_es(name: str) -> bool:
 
 def is_es_grpo(name: str) -> bool:
     return name.endswith("es+grpo")
+
+
+def merged(method: str) -> str:
+    return f"{MERGED}{method}"
+
+
+def merge_method(name: str) -> str | None:
+    """The method of a merge-<method> row; None for any other name."""
+    return name.removeprefix(MERGED) if name.startswith(MERGED) else None

@@ -1,0 +1,47 @@
+"""`eval.merges`: the composition controls. Each merge-<method> row is the search directions merged by the method at
+mergekit's defaults, times one lambda chosen on validation from search.scale_scan; charged the directions and its
+scan; its update is that merge at that lambda."""
+
+import json
+
+import pytest
+import torch
+
+import hyper_es as hx
+from hyper_es.directions import DirectionSet
+from hyper_es.rows import jobs_cost, row_update
+
+from test_search_run import small_search_recipe  # noqa: E402  (tests/ is on sys.path under pytest)
+
+
+def test_merge_rows_are_scanned_on_validation_charged_and_rebuilt(tmp_path):
+    from hyper_es.pipeline import run
+
+    scales = [0.5, 1.0, 2.0]
+    recipe = small_search_recipe(tmp_path, **{"eval.merges": ["task_arithmetic", "ties"], "eval.k": [1],
+                                              "search.scale_scan": scales, "search.x0": "ones"})
+    report = run(recipe, tmp_path / "run", backend="hf")
+    rows = {r["name"]: r for r in report["rows"]}
+    dirs = jobs_cost(tmp_path / "run", ["dir-0", "dir-1"])
+    val = tmp_path / "run" / "eval" / "val"
+    for method in ("task_arithmetic", "ties"):
+        name = f"merge-{method}"
+        chosen = json.loads((val / f"{name}.json").read_text())
+        assert chosen["scale"] in scales and all((val / f"{name}@{s:g}.json").is_file() for s in scales)
+        row = rows[name]
+        assert row["kind"] == "merge" and row["val"]["mean"] == chosen["mean"] and "pass@1" not in row["mean"]
+        assert row["select_tokens"] == chosen["tokens"] > 0 and row["train_tokens"] == dirs.train_tokens
+        update = row_update(tmp_path / "run", name, recipe)
+        unit = hx.merging.unit_merge(DirectionSet.from_run(tmp_path / "run"), method)
+        assert update.keys() == unit.keys()
+        assert all(torch.equal(update[t], chosen["scale"] * unit[t]) for t in update)
+    ta = hx.merging.unit_merge(DirectionSet.from_run(tmp_path / "run"), "task_arithmetic")
+    ds = DirectionSet.from_run(tmp_path / "run")
+    assert all(torch.allclose(ta[t], ds.delta(0, t) + ds.delta(1, t)) for t in ta)  # weight 1 each, no normalising
+
+
+def test_merges_need_a_scale_scan_and_known_methods(tmp_path):
+    with pytest.raises(Exception, match="eval.merges: a merge-<method> row scales"):
+        small_search_recipe(tmp_path, **{"eval.merges": ["ties"]})
+    with pytest.raises(Exception, match="eval.merges: expected distinct methods"):
+        small_search_recipe(tmp_path, **{"eval.merges": ["slerp"], "search.scale_scan": [0.5, 1.0]})
