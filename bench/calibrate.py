@@ -28,6 +28,19 @@ SETTINGS = {  # name -> (reasoning-gym dataset, config)
     "chain_sum_2x2": ("chain_sum", {"min_terms": 2, "max_terms": 2, "max_digits": 2}),
     "chain_sum_3x2": ("chain_sum", {"min_terms": 2, "max_terms": 3, "max_digits": 2}),
     "chain_sum_3x1": ("chain_sum", {"min_terms": 3, "max_terms": 3, "max_digits": 1}),
+    # Issue 44's candidate skills beyond arithmetic (the composition setting wants the base at 15-50% on each)
+    "letters_1to3": ("letter_counting", {"min_words": 1, "max_words": 3}),
+    "letters_3to5": ("letter_counting", {"min_words": 3, "max_words": 5}),
+    "legs_2x3": ("leg_counting", {"min_animals": 1, "max_animals": 2, "max_instances": 3}),
+    "gcd_50": ("gcd", {"max_value": 50}),
+    "gcd_200": ("gcd", {"max_value": 200}),
+    "lcm_20": ("lcm", {"max_value": 20}),
+    "bits_16": ("count_bits", {"max_n": 16}),
+    "bits_256": ("count_bits", {"max_n": 256}),
+    "sequence_1": ("number_sequence", {"min_terms": 4, "max_terms": 5, "min_value": -20, "max_value": 20,
+                                       "max_complexity": 1}),
+    "mul_1x1": ("basic_arithmetic", {"min_terms": 2, "max_terms": 2, "max_digits": 1, "operators": ["*"],
+                                     "allow_parentheses": False, "allow_negation": False}),
 }
 
 
