@@ -52,6 +52,7 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--settings", default=",".join(SETTINGS))
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/calibration.json")
+    p.add_argument("--backend", choices=("vllm", "hf"), default="vllm")
     args = p.parse_args()
 
     from hyper_es.engine import make_generator
@@ -59,30 +60,46 @@ def main() -> None:
     from hyper_es.recipe import TaskConfig
     from hyper_es.tasks import Task
 
-    gen, tok = make_generator("vllm", args.model, dtype=args.dtype, max_model_len=1024)
-    rows = []
+    from hyper_es.errors import DataError
+
+    gen, tok = make_generator(args.backend, args.model, dtype=args.dtype, max_model_len=1024)
+    names = args.settings.split(",")
+    kept = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []  # other settings' rows stay
+    rows = [r for r in kept if r["setting"] not in names]
     try:
-        for name in args.settings.split(","):
+        for name in names:
             dataset, config = SETTINGS[name]
-            task = Task(TaskConfig(name=name, reward="numeric", max_tokens=args.max_tokens,
-                                   prompt={"template": TEMPLATE},
-                                   test={"source": "reasoning_gym", "dataset": dataset, "size": args.size,
-                                         "seed": 900000, "config": config}))
+            try:
+                task = Task(TaskConfig(name=name, reward="numeric", max_tokens=args.max_tokens,
+                                       prompt={"template": TEMPLATE},
+                                       test={"source": "reasoning_gym", "dataset": dataset, "size": args.size,
+                                             "seed": 900000, "config": config}))
+                task.rows("test")
+            except DataError as exc:  # a problem space too small for the size: recorded, not scored
+                rows.append({"setting": name, "dataset": dataset, "config": config, "error": str(exc)})
+                print(f"{name:<16} skipped: {exc}", flush=True)
+                continue
             t0 = time.perf_counter()
             r = evaluate_task(gen, tok, task)
             rows.append({"setting": name, "dataset": dataset, "config": config, "problems": r.problems,
-                         "greedy": r.pass_at[1], "tokens": r.tokens, "seconds": time.perf_counter() - t0})
+                         "greedy": r.pass_at[1], "tokens": r.tokens, "seconds": time.perf_counter() - t0,
+                         "backend": args.backend})
             print(f"{name:<16} {r.pass_at[1]:.3f}  ({r.problems} problems, {r.tokens / r.problems:.1f} tokens each)",
                   flush=True)
+            write(args, rows)  # after each setting: a kill loses only the one being scored
     finally:
         gen.close()
+    write(args, rows)
+    print(f"| setting | dataset | greedy ({args.dtype}) | problems |\n|---|---|---|---|")
+    for r in (r for r in rows if "greedy" in r):
+        print(f"| {r['setting']} | {r['dataset']} | {r['greedy']:.3f} | {r['problems']} |")
+
+
+def write(args, rows: list[dict]) -> None:
     result = {"command": " ".join(["python", *sys.argv]), "model": args.model, "dtype": args.dtype,
               "max_tokens": args.max_tokens, "seed": 900000, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    print(f"| setting | dataset | greedy ({args.dtype}) | problems |\n|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['setting']} | {r['dataset']} | {r['greedy']:.3f} | {r['problems']} |")
 
 
 if __name__ == "__main__":
