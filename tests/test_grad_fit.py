@@ -55,6 +55,15 @@ def test_fit_moves_the_coefficients_within_bounds_and_budget_and_is_read_back(tm
     small = small_search_recipe(tmp_path, gradfit={"learning_rate": 0.2, "max_steps": 50, "max_tokens": 1})
     (run / "gradfit" / "result.json").unlink()
     assert fit(small, run)["steps"] == 1  # the budget: one step's tokens already reach it
+    timed = small_search_recipe(tmp_path, gradfit={"max_steps": 50, "budget": "seconds"})
+    (run / "gradfit" / "result.json").unlink()
+    from hyper_es.search import grad_fit
+
+    search = {"cost": {"total": {"search_tokens": 10**9, "select_tokens": 0, "seconds": 1e-3}}}
+    assert grad_fit.budget(timed, search, run) == (None, 1e-3)
+    (run / "search").mkdir(exist_ok=True)
+    (run / "search" / "result.json").write_text(json.dumps(search))
+    assert fit(timed, run)["steps"] == 1  # the search's wall time: spent within the first step
 
 
 def test_gradfit_needs_a_search_to_match_or_a_budget(tmp_path):

@@ -18,16 +18,19 @@ GPU = {  # recipe → (layers of the backbone, from its config.json on the hub)
 
 
 def test_the_expected_recipes_ship():
-    assert {p.stem for p in RECIPES} == {*GPU, "smollm2-135m", "smollm2-135m-es", "tiny"}
+    assert {p.stem for p in RECIPES} == {*GPU, "smollm2-135m", "smollm2-135m-es", "smollm2-135m-compose",
+                                        "smollm2-135m-compose-fewshot", "tiny"}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
 def test_recipe_loads_and_budgets_hold(path):
     recipe = hx.load_recipe(path)
     assert recipe.name == path.stem
-    jobs = plan_directions(recipe)
-    total = sum(j.steps for j in jobs)
-    assert plan_baseline(recipe).steps == math.ceil(total / 0.9)  # Hyper-ES uses 90% of the baseline's steps
+    if recipe.directions is None:  # trained directions: Hyper-ES uses 90% of the baseline's steps
+        total = sum(j.steps for j in plan_directions(recipe))
+        assert plan_baseline(recipe).steps == math.ceil(total / 0.9)
+    else:  # given adapters (composition): the baseline is the multi-task GRPO-LoRA control, its steps as written
+        assert recipe.directions.baseline and plan_baseline(recipe).steps == recipe.gradient.baseline_steps
     assert any(t.test is not None for t in recipe.tasks)
     row = {"id": "x", "question": "What is 2+3?", "answer": "5"}
     for cfg in recipe.tasks:

@@ -89,9 +89,11 @@ class GradFitConfig(Strict):
     parameters, from the search's start, on the search's fitness rows."""
 
     learning_rate: Annotated[float, Field(gt=0)] = Field(0.05, description="Adam's step on the coefficients")
+    budget: Literal["tokens", "seconds"] = Field(
+        "tokens", description="what it is given of the search stage's: its generated tokens (scan, fitness and "
+        "validation re-scores), or its wall seconds (where generating for GRPO is far slower than the search's engine)")
     max_tokens: PosInt | None = Field(
-        None, description="stop once its generated tokens reach this many (default: the search stage's, scan, "
-        "fitness and validation re-scores included: equal tokens)")
+        None, description="stop once its generated tokens reach this many (default: the search's, with budget: tokens)")
     max_steps: PosInt = Field(200, description="optimizer steps at most")
 
 

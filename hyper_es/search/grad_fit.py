@@ -4,9 +4,9 @@ of CMA-ES, the answer to whether the search is the right optimiser for its subsp
 The touched weights become torch parametrizations W = W0 + merge(ΔW_1..K; x), merged as the search merges
 (MergePlan.mix), with the genome vector x as the only trained parameter. TRL's GRPOTrainer trains x with the
 gradient stage's batch, decoding, loss and rewards, on the search's fitness rows, from the search's start (its scale
-scan's x0), until it has generated as many tokens as the search stage spent (scan, fitness, validation re-scores)
-or `gradfit.max_tokens`. AdaMerging fits layer-wise coefficients by entropy on unlabelled inputs; here the
-objective is the search's own reward. After each step x is put back inside the genome's bounds. The last x is
+scan's x0), until it has generated as many tokens as the search stage spent (scan, fitness, validation re-scores),
+or spent its wall seconds (`gradfit.budget: seconds`), or `gradfit.max_tokens`. AdaMerging fits layer-wise
+coefficients by entropy on unlabelled inputs; here the objective is the search's own reward. After each step x is put back inside the genome's bounds. The last x is
 RUN/gradfit/best.json, and the `grad-fit` row merges it as the search merges. A killed fit starts again: it is a
 short control, and its folder is written whole."""
 
@@ -36,15 +36,19 @@ def search_start(recipe: Recipe, genome, search: dict | None) -> np.ndarray:
     return np.asarray(scan["x0"], float) if scan else genome.initial(recipe.search.x0, recipe.merge.density)
 
 
-def token_budget(recipe: Recipe, search: dict | None, path: Path) -> int:
-    """`gradfit.max_tokens`, else the search stage's generated tokens (equal tokens)."""
-    if recipe.gradfit.max_tokens:
-        return recipe.gradfit.max_tokens
+def budget(recipe: Recipe, search: dict | None, path: Path) -> tuple[int | None, float | None]:
+    """(generated tokens, wall seconds) the fit may spend: `gradfit.max_tokens`, else what the search stage spent
+    of `gradfit.budget` (its tokens: scan, fitness and re-scores; or its seconds)."""
+    g = recipe.gradfit
+    if g.max_tokens:
+        return g.max_tokens, None
     total = ((search or {}).get("cost") or {}).get("total")
     if not total:
-        raise DataError(f"{path}: no finished search with a cost record to match its tokens; finish the search or "
-                        f"set gradfit.max_tokens")
-    return int(total["search_tokens"] + total["select_tokens"])
+        raise DataError(f"{path}: no finished search with a cost record to match its {g.budget}; finish the search "
+                        f"or set gradfit.max_tokens")
+    if g.budget == "seconds":
+        return None, float(total["seconds"])
+    return int(total["search_tokens"] + total["select_tokens"]), None
 
 
 def fit_rows(recipe: Recipe) -> tuple[list, list[dict]]:
@@ -94,23 +98,27 @@ def merged_parameters(model, plan, x0: np.ndarray):
     return x
 
 
-def Bounded(x, lower, upper, budget: int, per_step: int):  # noqa: N802 - a callback factory (TRL stays lazy)
-    """Clamp x into the genome's bounds after each optimizer step; stop once the generated tokens reach `budget`."""
+def Bounded(x, lower, upper, tokens: int | None, seconds: float | None, per_step: int):  # noqa: N802 - a factory
+    """Clamp x into the genome's bounds after each optimizer step; stop once the generated tokens reach `tokens`
+    or the training's wall time `seconds`."""
     import torch
     from transformers import TrainerCallback
 
     from hyper_es.directions.train import generated_curve
 
     lo, hi = torch.tensor(lower, dtype=torch.float32), torch.tensor(upper, dtype=torch.float32)
+    t0 = time.perf_counter()
 
     class _Bounded(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             with torch.no_grad():
                 x.copy_(torch.minimum(torch.maximum(x, lo), hi))
+            if seconds is not None and time.perf_counter() - t0 >= seconds:
+                control.should_training_stop = True
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             curve = generated_curve(state.log_history, per_step)
-            if curve and curve[-1][1] >= budget:
+            if tokens is not None and curve and curve[-1][1] >= tokens:
                 control.should_training_stop = True
 
     return _Bounded()
@@ -134,7 +142,7 @@ def fit(recipe: Recipe, run_dir: str | Path) -> dict:
     search = read_json(path, "delete it to finish the search again (re-run)") if path.is_file() else None
     ds = DirectionSet.from_run(run_dir)
     genome, settings = recipe_genome(recipe, ds)
-    x0, budget = search_start(recipe, genome, search), token_budget(recipe, search, path)
+    x0, (tokens, seconds) = search_start(recipe, genome, search), budget(recipe, search, path)
     tasks, rows = fit_rows(recipe)
     work = out.with_name(f".work-{GRADFIT_DIR}")
     shutil.rmtree(work, ignore_errors=True)
@@ -147,27 +155,28 @@ def fit(recipe: Recipe, run_dir: str | Path) -> dict:
     quiet = recipe.model_copy(update={"gradient": g.model_copy(update={"checkpoint_every": 0, "use_vllm": False})})
     trainer = make_trainer(quiet, job, work / "trainer", model, tok, rows, tasks)
     per_step = g.batch_size * g.accumulation_steps
-    trainer.add_callback(Bounded(x, *genome.lower_upper(), budget, per_step))
-    logger.info("grad-fit: %d coefficients from the search's start on %d rows, lr %.2g, until %d generated tokens",
-                x.numel(), len(rows), job.learning_rate, budget)
+    trainer.add_callback(Bounded(x, *genome.lower_upper(), tokens, seconds, per_step))
+    logger.info("grad-fit: %d coefficients from the search's start on %d rows, lr %.2g, until %s",
+                x.numel(), len(rows), job.learning_rate,
+                f"{tokens} generated tokens" if tokens is not None else f"{seconds:.0f} s")
     t0 = time.perf_counter()
     trainer.train()
-    seconds = time.perf_counter() - t0
+    wall = time.perf_counter() - t0
     history, steps = trainer.state.log_history, trainer.state.global_step
     curve = generated_curve(history, per_step)
     answer = x.detach().double().numpy()
     del trainer, model, x
     gc.collect()
-    tokens = curve[-1][1] if curve else 0
-    result = {"x0": x0.tolist(), "x": answer.tolist(), "steps": steps, "budget": budget,
+    spent = curve[-1][1] if curve else 0
+    result = {"x0": x0.tolist(), "x": answer.tolist(), "steps": steps, "budget": tokens, "budget_seconds": seconds,
               "learning_rate": job.learning_rate, "rows": len(rows), "token_curve": curve,
-              "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h], "seconds": seconds,
-              "cost": stage_cost({"fit": Cost(steps=steps, train_tokens=tokens, seconds=seconds)})}
+              "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h], "seconds": wall,
+              "cost": stage_cost({"fit": Cost(steps=steps, train_tokens=spent, seconds=wall)})}
     work.mkdir(parents=True, exist_ok=True)
     (work / BEST_FILE).write_text(genome.to_json(answer))
     write_json_atomic(work / RESULT_FILE, result)
     shutil.rmtree(work / "trainer", ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     work.rename(out)
-    logger.info("grad-fit: %d steps, %d generated tokens, %.0f s -> %s", steps, tokens, seconds, out)
+    logger.info("grad-fit: %d steps, %d generated tokens, %.0f s -> %s", steps, spent, wall, out)
     return result
