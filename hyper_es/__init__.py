@@ -5,6 +5,7 @@
     ds = hx.DirectionSet.from_adapters(base="tiny-random", adapters=["dir1", "dir2"])
     result = hx.search_merge(ds, tasks=["chain_sum"], out="RUN")   # CMA-ES over layer-wise coefficients
     result.export_hf("merged")
+    report = hx.compose(ds, tasks=["chain_sum"], out="RUN2", gradfit={})  # the search beside its controls
     hx.rewards.get("math")(completion, "72")
 """
 
@@ -12,7 +13,7 @@ from hyper_es import rewards
 from hyper_es.errors import DataError, HyperESError, RecipeError
 from hyper_es.recipe import Recipe, load_recipe
 
-__all__ = ["DirectionSet", "Genome", "SearchResult", "merge", "search_merge", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
+__all__ = ["DirectionSet", "Genome", "SearchResult", "compose", "merge", "search_merge", "DataError", "HyperESError", "Recipe", "RecipeError", "load_recipe", "rewards"]
 __version__ = "0.1.0"
 
 
@@ -22,7 +23,7 @@ def __getattr__(name: str):
         from hyper_es.directions import DirectionSet
 
         return DirectionSet
-    if name in ("search_merge", "SearchResult"):
+    if name in ("search_merge", "SearchResult", "compose"):
         from hyper_es import api
 
         return getattr(api, name)

@@ -91,40 +91,15 @@ def search_merge(directions, *, out: str | Path, tasks: list | None = None, reci
     module_groups, ...), `search` (popsize, max_generations, max_evals, wall_clock_s, scale_scan, ...) and `fitness`
     sections (minibatch, val_size, guard, seed, ...). Everything is kept in `out`: calling again with the same
     arguments resumes, then returns."""
-    from hyper_es import models
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.imported import write_imported
     from hyper_es.io import read_json
     from hyper_es.merging import Genome, recipe_genome
-    from hyper_es.recipe import Recipe, load_recipe, recipe_from_dict
     from hyper_es.search.driver import LOG
     from hyper_es.search.run import search as run_search
 
-    if not isinstance(directions, DirectionSet):
-        raise ConfigError(f"directions: expected a DirectionSet (hx.DirectionSet.from_adapters(base, [folders])), "
-                          f"got {type(directions).__name__}")
-    if engine not in ("hf", "vllm"):
-        raise ConfigError(f"engine: expected hf or vllm, got {engine!r}")
-    if (tasks is None) == (recipe is None):
-        raise ConfigError("expected tasks= (built-in task names or task entries) or recipe= (a Recipe or its path)")
-    if recipe is not None:
-        rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
-        data, where = rec.model_dump(mode="json"), rec._path or "recipe"
-    else:
-        data, where = {"name": "search-merge", "model": {"name": directions.base}, "tasks": _task_entries(tasks)}, "<api>"
-    callable_reward = reward if callable(reward) else None
-    if isinstance(reward, str):
-        for t in data["tasks"]:
-            t["reward"] = reward
-    data["directions"] = None
-    for key, fields in (("merge", merge), ("search", search), ("fitness", fitness)):
-        if fields is not None and not isinstance(fields, dict):
-            raise ConfigError(f"{key}: expected a dict of the recipe's {key} fields, got {type(fields).__name__}")
-        data[key] = {**data.get(key, {}), **(fields or {})}
-    data["eval"] = {**data.get("eval", {}), "backend": engine}
-    rec = recipe_from_dict(data, where)
-    if Path(models.resolve(rec.model.name, revision=rec.model.revision)).resolve() != Path(directions.base_path).resolve():
-        raise DataError(f"directions: a set for the base '{directions.base}', the recipe's model is '{rec.model.name}'")
+    rec, callable_reward = _api_recipe(directions, tasks, recipe, reward, engine,
+                                       {"merge": merge, "search": search, "fitness": fitness})
     zero = directions.zero_directions()
     if zero:
         raise DataError(f"directions: '{zero[0]}' is 0 in every tensor, so no coefficient of it can change the model; "
@@ -141,3 +116,67 @@ def search_merge(directions, *, out: str | Path, tasks: list | None = None, reci
     log = out / SEARCH_DIR / LOG
     history = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     return SearchResult(out, ds, genome, x, recipe_genome(rec, ds)[1], result, history)
+
+
+def _api_recipe(directions, tasks, recipe, reward, engine: str, sections: dict):
+    """(the recipe an API call runs, its callable reward or None): the tasks (names or entries) or a recipe, with
+    `sections` ({section: fields}) laid over it, checked against the DirectionSet's base."""
+    from hyper_es import models
+    from hyper_es.directions import DirectionSet
+    from hyper_es.recipe import Recipe, load_recipe, recipe_from_dict
+
+    if not isinstance(directions, DirectionSet):
+        raise ConfigError(f"directions: expected a DirectionSet (hx.DirectionSet.from_adapters(base, [folders])), "
+                          f"got {type(directions).__name__}")
+    if engine not in ("hf", "vllm"):
+        raise ConfigError(f"engine: expected hf or vllm, got {engine!r}")
+    if (tasks is None) == (recipe is None):
+        raise ConfigError("expected tasks= (built-in task names or task entries) or recipe= (a Recipe or its path)")
+    if recipe is not None:
+        rec = recipe if isinstance(recipe, Recipe) else load_recipe(recipe)
+        data, where = rec.model_dump(mode="json"), rec._path or "recipe"
+    else:
+        data, where = {"name": "search-merge", "model": {"name": directions.base}, "tasks": _task_entries(tasks)}, "<api>"
+    if isinstance(reward, str):
+        for t in data["tasks"]:
+            t["reward"] = reward
+    data["directions"] = None
+    for key, fields in sections.items():
+        if fields is not None and not isinstance(fields, dict):
+            raise ConfigError(f"{key}: expected a dict of the recipe's {key} fields, got {type(fields).__name__}")
+        data[key] = {**(data.get(key) or {}), **(fields or {})}
+    data["eval"] = {**data.get("eval", {}), "backend": engine}
+    rec = recipe_from_dict(data, where)
+    if Path(models.resolve(rec.model.name, revision=rec.model.revision)).resolve() != Path(directions.base_path).resolve():
+        raise DataError(f"directions: a set for the base '{directions.base}', the recipe's model is '{rec.model.name}'")
+    return rec, reward if callable(reward) else None
+
+
+def compose(directions, *, out: str | Path, tasks: list | None = None, recipe=None, reward: str | None = None,
+            engine: str = "hf", merges: tuple[str, ...] = ("task_arithmetic", "ties"), gradfit: dict | None = None,
+            merge: dict | None = None, search: dict | None = None, fitness: dict | None = None,
+            eval: dict | None = None) -> dict:  # noqa: A002 - the recipe's section name
+    """Compose adapters you already have for a target reward, with the controls: `search_merge`, then each adapter
+    alone, each of `merges` at mergekit's defaults times one lambda chosen on validation (`eval.merges`; the search's
+    `scale_scan` gives the lambdas), with `gradfit` (a dict of the recipe's gradfit fields, {} for its defaults) the
+    same genome fitted by GRPO, and the base and uniform merge; every row evaluated on the tasks' test splits.
+    Returns the report (also OUT/report.json and report.md). `reward`: a registered name or
+    `package.module:function` (every row is scored with it). Calling again resumes."""
+    from hyper_es.report.final import evaluate_and_report
+    from hyper_es.search.grad_fit import fit
+
+    if callable(reward):
+        raise ConfigError("reward: compose scores every row in its final evaluation, which takes a reward name or "
+                          "'package.module:function', not a callable")
+    search = {"scale_scan": [0.25, 0.5, 0.75, 1.0, 1.5], **(search or {})} if merges else search
+    rec, _ = _api_recipe(directions, tasks, recipe, reward, engine,
+                         {"merge": merge, "search": search, "fitness": fitness,
+                          "eval": {**(eval or {}), "merges": list(merges)}})
+    if gradfit is not None:
+        from hyper_es.recipe import recipe_from_dict
+
+        rec = recipe_from_dict({**rec.model_dump(mode="json"), "gradfit": gradfit}, rec._path or "<api>")
+    search_merge(directions, out=out, recipe=rec, engine=engine)
+    if rec.gradfit is not None:
+        fit(rec, out)
+    return evaluate_and_report(rec, Path(out), engine)

@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from hyper_es.recipe import Recipe, recipe_from_dict
+from hyper_es.report.final import evaluate_and_report  # noqa: F401  (the stage, here beside the others)
 from hyper_es.recipe.isolate import in_own_process
 from hyper_es.rundir import GEOMETRY_FILE, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
 
@@ -90,15 +91,3 @@ def run_es_method(recipe: Recipe, run_dir: Path, *, backend: str | None = None) 
     logger.info("stage 2/4: full-parameter ES (a finished run is kept as it is)")
     run_es(recipe, run_dir, backend=backend)  # ES, and GRPO-LoRA after it, each in its own process when isolated
     return in_own_process(recipe, "final evaluation and report", evaluate_and_report, run_dir, backend)
-
-
-def evaluate_and_report(recipe: Recipe, run_dir: Path, backend: str | None) -> dict:
-    from hyper_es.evaluate.final import evaluate_run
-    from hyper_es.report import run_report, write_report
-
-    logger.info("stage 3/4: final evaluation on the held-out test sets")
-    rows = evaluate_run(recipe, run_dir, backend=backend)
-    logger.info("stage 4/4: report")
-    report = run_report(recipe, run_dir, rows)
-    write_report(run_dir, report)
-    return report

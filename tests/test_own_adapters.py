@@ -342,3 +342,20 @@ def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
     rows = {r.name: r.kind for r in plan_rows(run, names, snapshots)}
     assert rows == {"base": "base", "a0": "direction", "a2": "direction", "wide": "direction", "uniform": "uniform",
                     "baseline": "baseline"}
+
+
+def test_compose_gives_the_search_beside_its_controls_and_resumes(tmp_path):
+    """hx.compose: the search over your adapters, with each adapter alone, task arithmetic and TIES at one validated
+    lambda and the gradient-fitted genome, all on the test split; a second call reads everything back."""
+    ds = hx.DirectionSet.from_adapters("tiny-random", make_adapters(tmp_path / "adapters"))
+    kw = {"tasks": [TASK], "out": tmp_path / "RUN", "search": {"popsize": 4, "max_generations": 1},
+          "fitness": FITNESS, "gradfit": {"max_steps": 1, "max_tokens": 1}, "eval": {"limit": 8, "k": [1]}}
+    report = hx.compose(ds, **kw)
+    rows = {r["name"]: r for r in report["rows"]}
+    assert {"base", "a0", "a1", "a2", "uniform", "merge-task_arithmetic", "merge-ties", "hyper-es", "search-start",
+            "grad-fit"} <= set(rows)
+    assert all(rows[a]["train_tokens"] == 0 for a in ("a0", "a1", "a2"))  # your adapters cost this run nothing
+    assert rows["merge-ties"]["select_tokens"] > 0  # its lambda's scan on validation
+    assert hx.compose(ds, **kw) == report
+    with pytest.raises(hx.HyperESError, match="compose scores every row"):
+        hx.compose(ds, **{**kw, "reward": lambda completion, reference: 0.0})

@@ -271,7 +271,7 @@ def test_quick_scales_the_recipe_down():
     assert plan_baseline(q).steps == math.ceil(total / 0.9) and plan_baseline(q).steps / total >= 1.1
 
 
-@pytest.mark.parametrize("name", ["compare_grpo_lora", "custom_directions"])
+@pytest.mark.parametrize("name", ["compare_grpo_lora", "custom_directions", "compose_adapters"])
 def test_notebook_executes_on_the_tiny_run(tiny_run, name, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     import nbformat
@@ -286,6 +286,10 @@ def test_notebook_executes_on_the_tiny_run(tiny_run, name, monkeypatch):
     assert not [(o.ename, o.evalue) for o in outputs if o.output_type == "error"]
     if name == "compare_grpo_lora":  # five figures: steps, Pass@k, search, coefficients, geometry
         assert sum("image/png" in o.get("data", {}) for o in outputs) >= 5
+    if name == "compose_adapters":  # the rows, then the two coefficient maps in one figure
+        text = "".join(o.get("text", "") for o in outputs)
+        assert all(row in text for row in ("merge-ties", "hyper-es", "grad-fit", "dir-0"))
+        assert sum("image/png" in o.get("data", {}) for o in outputs) == 1
 
 
 def test_analyze_coverage_on_the_run(tiny_run, tmp_path):
