@@ -82,6 +82,22 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     assert (tmp_path / "accuracy_cost.png").stat().st_size > 0 and (tmp_path / "summary.json").is_file()
 
 
+def test_given_adapters_own_training_is_shown_beside_the_rows_not_charged(tmp_path):
+    """Adapters imported with the cost of their training (a manifest beside them) are charged to no row; the summary
+    shows what charging them would add."""
+    main = tmp_path / "seed0" / "main"
+    write_stage(main, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="base")
+    for name, tokens in (("letters", 400), ("add_sub", 600)):
+        (main / "directions" / name).mkdir(parents=True)
+        (main / "directions" / name / "source.json").write_text(json.dumps({
+            "name": name, "base": {"name": "m", "sha256": "0"}, "imported": {
+                "kind": "peft-adapter", "trained": {"optimizer_steps": 27, "tokens": tokens, "wall_seconds": 10.0}}}))
+    s = summarize(PLAN, tmp_path, [0])
+    assert s["seeds"][0]["adapters_trained"] == {"adapters": 2, "steps": 54, "tokens": 1000, "seconds": 20.0}
+    assert s["seeds"][0]["rows"]["hyper-es"]["train_tokens"] == 100  # as the report charged it: not the adapters
+    assert "seed 0: 2 adapters, 54 steps, 1,000 tokens, 20 s" in md.markdown(PLAN, s, tmp_path)
+
+
 def test_a_stage_still_evaluating_gives_its_rows_so_far(tmp_path):
     main = tmp_path / "seed0" / "main"
     write_stage(main, {"base": [0] * 10, "scaled": [1] * 5 + [0] * 5, "hyper-es": [1] * 6 + [0] * 4}, best="base")

@@ -336,8 +336,17 @@ def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
                         "max_completion_length": 8, "lora": {"r": 2, "alpha": 4}}
     path.write_text(yaml.safe_dump(data))
     recipe, run = load_recipe(path), tmp_path / "RUN"
+    trained = {"optimizer_steps": 5, "tokens": 321, "wall_seconds": 12.5}  # a0 was trained by this toolkit before
+    (tmp_path / "adapters" / "a0" / "manifest.json").write_text(json.dumps(
+        {"name": "a0", "job": {}, "base": {"name": "tiny-random", "sha256": "x"}, "completions": 40,
+         "reward_curve": [], **trained}))
     collect(recipe, run, baseline=recipe.directions.baseline)
     assert sorted(p.parent.name for p in run.glob("directions/*/manifest.json")) == ["baseline"]
+    from hyper_es.directions.manifest import read_record
+
+    a0, a2 = read_record(run / "directions" / "a0"), read_record(run / "directions" / "a2")
+    assert a0["imported"]["trained"] == trained and a0["tokens"] == 0  # recorded, not charged to this run
+    assert "trained" not in a2["imported"]
     _, names, snapshots = eval_set(run, load=False)
     rows = {r.name: r.kind for r in plan_rows(run, names, snapshots)}
     assert rows == {"base": "base", "a0": "direction", "a2": "direction", "wide": "direction", "uniform": "uniform",

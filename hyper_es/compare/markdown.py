@@ -36,6 +36,13 @@ def _rows(plan: ComparePlan, summary: dict) -> list[str]:
                   "training and validation scorings): " + "; ".join(
                       f"seed {seed}: {g['lrs']} lrs, {_n(g['train_tokens'] + g['select_tokens'])} tokens, "
                       f"{_n(g['seconds'])} s" for seed, g in grids.items()) + "."]
+    given = {seed: a for seed, e in summary["seeds"].items() if (a := e.get("adapters_trained"))}
+    if given:
+        lines += ["", "The given adapters were trained before the comparison, and no row above is charged for them. "
+                  "Charged, their training adds to every row built on them (the adapters alone, their merges, the "
+                  "search and its controls): " + "; ".join(
+                      f"seed {seed}: {a['adapters']} adapters, {a['steps']} steps, {_n(a['tokens'])} tokens, "
+                      f"{_n(a['seconds'])} s" for seed, a in given.items()) + "."]
     return lines
 
 

@@ -109,10 +109,26 @@ def _seed_files(plan: ComparePlan, seed_dir: Path, entry: dict) -> None:
     fits = {arm: read_json(f, "hyper-es analyze scale-fit RUN --out RUN") for arm, f in fits.items() if f.is_file()}
     if fits:  # the Hyper-ES update as s × the final GRPO update + a rest
         entry["scale_fit"] = fits
+    main = plan.rows["base"][0] if "base" in plan.rows else None
+    adapters = given_adapters_cost(seed_dir / main) if main else None
+    if adapters:  # given adapters this toolkit trained before the run: no row is charged them, shown beside
+        entry["adapters_trained"] = adapters
     chosen = {label: prompt_file(seed_dir / plan.rows[label][0], plan.rows[label][1]) for label in plan.prompted}
     chosen = {label: read_json(f, "re-run that arm") for label, f in chosen.items() if f.is_file()}
     if chosen:  # the chosen prompts (co-evolved, or a prompt control's), chosen on validation, in full
         entry["prompts"] = chosen
+
+
+def given_adapters_cost(run_dir: Path) -> dict | None:
+    """The given adapters' own training (their manifests, recorded when they were imported): {"adapters", steps,
+    tokens, seconds}, or None when no given adapter says what it cost."""
+    from hyper_es.directions.manifest import finished_jobs
+
+    trained = [m["imported"]["trained"] for _, m in finished_jobs(run_dir) if (m.get("imported") or {}).get("trained")]
+    if not trained:
+        return None
+    return {"adapters": len(trained), "steps": sum(t["optimizer_steps"] or 0 for t in trained),
+            "tokens": sum(t["tokens"] or 0 for t in trained), "seconds": sum(t["wall_seconds"] or 0.0 for t in trained)}
 
 
 def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict, values: _Values) -> dict | None:

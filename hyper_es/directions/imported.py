@@ -9,7 +9,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from hyper_es.directions.manifest import SOURCE, finished_jobs, versions
+from hyper_es.directions.manifest import SOURCE, finished_jobs, read_manifest, versions
 from hyper_es.directions.set import SET_INDEX, DirectionSet
 from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, read_adapter
 from hyper_es.errors import DataError
@@ -84,11 +84,20 @@ def import_directions(recipe: Recipe, run_dir: Path) -> list[Path]:
             src = recipe.base_dir / cfg.ref(k)[0]
             origins.append({"kind": "peft-adapter", "path": str(src.resolve()),
                             "sha256": {f: _sha256(src / f) for f in (ADAPTER_CONFIG, ADAPTER_WEIGHTS)},
-                            "base_named": d.meta.get("base")})
+                            "base_named": d.meta.get("base"), **trained_before(src)})
         else:
             origins.append({"kind": "direction-set", "path": str((recipe.base_dir / cfg.set).resolve()),
                             "origin": d.origin})
     return write_imported(ds, run_dir, origins)
+
+
+def trained_before(folder: Path) -> dict:
+    """{"trained": its steps, generated tokens and seconds} for an adapter this toolkit trained (its manifest is
+    in the folder): what it cost before this run, which no row is charged but a comparison can show beside them."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return {}
+    return {"trained": {k: manifest.get(k) for k in ("optimizer_steps", "tokens", "wall_seconds")}}
 
 
 def write_imported(ds: DirectionSet, run_dir: Path, origins: list[dict]) -> list[Path]:
