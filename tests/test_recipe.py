@@ -132,3 +132,16 @@ def test_a_run_folder_written_before_fitness_reads_with_the_fields_moved(tmp_pat
     assert recipe.serve.candidates == old["search"]["candidates"] and recipe.search.popsize == old["search"]["popsize"]
     with pytest.raises(hx.errors.RecipeError, match=r"recipe\.yaml: search: .*minibatch moved to fitness\.minibatch"):
         hx.load_recipe(run / "recipe.yaml")
+
+
+def test_check_bounds_the_search_by_its_token_budget():
+    """`hyper-es check`'s tokens-at-most of the search: every completion at its cap, and no more than
+    search.max_tokens plus the generation that reaches it, the guard and the rows."""
+    from hyper_es.cli.summary import token_bounds
+
+    base = hx.load_recipe(ROOT / "recipes" / "smollm2-135m.yaml")
+    unbounded = token_bounds(base, 12, 4, {})["search"]
+    capped = base.model_copy(update={"search": base.search.model_copy(update={"max_tokens": 10_000})})
+    fit = 2 * 64 * 64  # a candidate: 64 rows of 2 tasks at 64 tokens
+    val, gen = 2 * 200 * 64, 8 * fit  # the validation rows; a generation of 8 candidates
+    assert token_bounds(capped, 12, 4, {})["search"] == 10_000 + gen + 2 * val + 6 * val < unbounded

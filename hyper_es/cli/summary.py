@@ -45,7 +45,10 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     popsize = s.popsize or cma_popsize(genes)
     fit = sum(f.minibatch * f.samples * t.max_tokens for t in searched)
     val = sum(f.val_size * t.max_tokens for t in searched)
-    search = (len(s.scale_scan or []) + s.max_generations * popsize) * fit + (s.max_generations * f.rescore_top + 6) * val
+    search = (len(s.scale_scan or []) + s.max_generations * popsize) * fit + s.max_generations * f.rescore_top * val
+    if s.max_tokens:  # the budget ends the generations once reached (after the one that reaches it)
+        search = min(search, s.max_tokens + popsize * fit + f.rescore_top * val)
+    search += 6 * val  # the guard and the rows' validation
     rows = 1 + k + 1 + 2 + (1 if jobs and jobs[-1].baseline else 0)  # base, directions, uniform, hyper-es + start
     tests = [t for t in rec.tasks if t.test is not None]
     limit = lambda t: min(test_rows.get(t.name, 0), e.limit or 10**9)  # noqa: E731
