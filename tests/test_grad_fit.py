@@ -75,26 +75,3 @@ def test_gradfit_needs_a_search_to_match_or_a_budget(tmp_path):
     with pytest.raises(Exception, match="gradfit: it fits the merge coefficients"):
         hx.recipe.recipe_from_dict(data, "r.yaml")
 
-
-def test_the_grad_fit_row_is_evaluated_and_charged_its_directions_and_its_fit(tmp_path):
-    """`hyper-es run` with `gradfit:`: the search, then the fit (matched to the search's tokens), then the final
-    evaluation with a grad-fit row merged as the search merges, charged the directions, the scan and the fit."""
-    from hyper_es.pipeline import run
-    from hyper_es.rows import jobs_cost, row_update
-
-    recipe = small_search_recipe(tmp_path, gradfit={"learning_rate": 0.2, "max_steps": 2},
-                                 **{"eval.k": [1], "eval.snapshots": "best"})
-    report = run(recipe, tmp_path / "run", backend="hf")
-    rows = {r["name"]: r for r in report["rows"]}
-    fitted = json.loads((tmp_path / "run" / "gradfit" / "result.json").read_text())
-    search = json.loads((tmp_path / "run" / "search" / "result.json").read_text())["cost"]["total"]
-    assert fitted["budget"] == search["search_tokens"] + search["select_tokens"]  # equal tokens by default
-    dirs = jobs_cost(tmp_path / "run", [n for n in ("dir-0", "dir-1")])
-    grad = rows["grad-fit"]
-    assert grad["train_tokens"] == dirs.train_tokens + fitted["cost"]["total"]["train_tokens"]
-    assert grad["optimizer_steps"] == dirs.steps + fitted["steps"] and "pass@1" in grad["mean"]
-    genome, x = hx.Genome.from_json(tmp_path / "run" / "gradfit" / "best.json")
-    update = row_update(tmp_path / "run", "grad-fit", recipe)
-    ds = DirectionSet.from_run(tmp_path / "run")
-    expected = dict(MergePlan(ds, genome, recipe_genome(recipe, ds)[1]).deltas(x))
-    assert update.keys() == expected.keys() and all(torch.equal(update[t], expected[t].float()) for t in update)
