@@ -71,8 +71,9 @@ def _strata(values: _Values, a: dict, b: dict, tasks: list[str], metric: str, wh
                         *values(b["folder"], b["row"]["name"], t, metric), what=f"{what} {t}") for t in tasks]
 
 
-def _sampled(r: dict) -> bool:
-    return any("pass@1" in res for res in r["row"]["results"].values())
+def _sampled(r: dict, metric: str) -> bool:
+    """Whether the row was sampled for `metric` (a Pass@k it has: a row sampled n=1 times has no Pass@8)."""
+    return any(metric in res for res in r["row"]["results"].values())
 
 
 def row_entry(r: dict, trained: list[str], grid: dict | None = None) -> dict:
@@ -147,7 +148,7 @@ def _seed(plan: ComparePlan, seed: int, seed_dir: Path, strata: dict, values: _V
         key = f"{m} - {c}"
         for group, tasks, metric in (("trained", trained, "greedy"), (plan.transfer, transfer, "greedy"),
                                      *((k, trained, k) for k in plan.pass_k)):
-            if not tasks or (metric != "greedy" and not (_sampled(rows[m]) and _sampled(rows[c]))):
+            if not tasks or (metric != "greedy" and not (_sampled(rows[m], metric) and _sampled(rows[c], metric))):
                 continue
             st = _strata(values, rows[m], rows[c], tasks, metric, f"seed {seed} {key}")
             entry["vs"].setdefault(key, {})[group] = stats.paired_bootstrap(st).to_dict()
