@@ -162,19 +162,20 @@ def compose(directions, *, out: str | Path, tasks: list | None = None, recipe=No
     same genome fitted by GRPO, and the base and uniform merge; every row evaluated on the tasks' test splits.
     Returns the report (also OUT/report.json and report.md). `reward`: a registered name or
     `package.module:function` (every row is scored with it). Calling again resumes."""
+    from hyper_es.recipe import Recipe, load_recipe, recipe_from_dict
     from hyper_es.report.final import evaluate_and_report
     from hyper_es.search.grad_fit import fit
 
     if callable(reward):
         raise ConfigError("reward: compose scores every row in its final evaluation, which takes a reward name or "
                           "'package.module:function', not a callable")
-    search = {"scale_scan": [0.25, 0.5, 0.75, 1.0, 1.5], **(search or {})} if merges else search
-    rec, _ = _api_recipe(directions, tasks, recipe, reward, engine,
+    given = recipe if isinstance(recipe, Recipe) or recipe is None else load_recipe(recipe)
+    if merges and not (search or {}).get("scale_scan") and not (given and given.search.scale_scan):
+        search = {**(search or {}), "scale_scan": [0.25, 0.5, 0.75, 1.0, 1.5]}  # the lambdas, unless set already
+    rec, _ = _api_recipe(directions, tasks, given, reward, engine,
                          {"merge": merge, "search": search, "fitness": fitness,
                           "eval": {**(eval or {}), "merges": list(merges)}})
     if gradfit is not None:
-        from hyper_es.recipe import recipe_from_dict
-
         rec = recipe_from_dict({**rec.model_dump(mode="json"), "gradfit": gradfit}, rec._path or "<api>")
     search_merge(directions, out=out, recipe=rec, engine=engine)
     if rec.gradfit is not None:

@@ -195,7 +195,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     def engine_for(row: Row):
         if not held:
             # The layout of the searched genome (best.json), else the recipe's; one density per direction.
-            ds = with_merges(recipe, eval_set(run_dir)[0], run_dir)
+            ds = with_merges(recipe, eval_set(run_dir)[0], search_names)
             layout, settings = recipe_genome(recipe, ds)
             layout = next((r.searched[0] for r in rows if r.searched is not None), layout)
             genome = genome_for(ds, layer_group_size=layout.layer_group_size, module_groups=layout.module_groups,
@@ -269,14 +269,14 @@ def merge_rows(recipe: Recipe, rows: list[Row], val: list[Task], out: Path, engi
             for m in (recipe.eval.merges if val else [])]
 
 
-def with_merges(recipe: Recipe, ds: DirectionSet, run_dir: Path) -> DirectionSet:
+def with_merges(recipe: Recipe, ds: DirectionSet, search_names: list[str]) -> DirectionSet:
     """The evaluation's set with each `eval.merges` method's merge of the search directions as a dense direction."""
     from hyper_es.directions.sources import Dense, Direction
     from hyper_es.merging import unit_merge
 
     if not recipe.eval.merges:
         return ds
-    searched = DirectionSet.from_run(run_dir)
+    searched = DirectionSet(ds.base, [ds[n] for n in search_names], validate=False)  # already loaded, not read again
     extra = [Direction(row_names.merged(m), {t: Dense(d) for t, d in unit_merge(searched, m, recipe.merge.seed).items()},
                        origin="eval.merges") for m in recipe.eval.merges]
     return DirectionSet(ds.base, [*ds.directions, *extra], validate=False)

@@ -145,8 +145,9 @@ class CMASearch:
             return {"budget": f"max_evals {b.max_evals}"}
         if b.wall_clock_s is not None and st.seconds >= b.wall_clock_s:
             return {"budget": f"wall_clock_s {b.wall_clock_s}"}
-        if b.max_tokens is not None and b.tokens(st.history) >= b.max_tokens:
-            return {"budget": f"max_tokens {b.max_tokens} ({b.tokens(st.history)} spent)"}
+        spent = b.tokens(st.history)
+        if b.max_tokens is not None and spent >= b.max_tokens:
+            return {"budget": f"max_tokens {b.max_tokens} ({spent} spent)"}
         return self._strategy_stop()
 
     def recommendation(self) -> np.ndarray:

@@ -30,12 +30,6 @@ logger = logging.getLogger(__name__)
 JOB = "grad-fit"
 
 
-def search_start(recipe: Recipe, genome, search: dict | None) -> np.ndarray:
-    """Where the search started: its scale scan's x0, else the recipe's x0."""
-    scan = (search or {}).get("scale_scan")
-    return np.asarray(scan["x0"], float) if scan else genome.initial(recipe.search.x0, recipe.merge.density)
-
-
 def budget(recipe: Recipe, search: dict | None, path: Path) -> tuple[int | None, float | None]:
     """(generated tokens, wall seconds) the fit may spend: `gradfit.max_tokens`, else what the search stage spent
     of `gradfit.budget` (its tokens: scan, fitness and re-scores; or its seconds)."""
@@ -133,6 +127,7 @@ def fit(recipe: Recipe, run_dir: str | Path) -> dict:
     from hyper_es.directions.jobs import JobSpec
     from hyper_es.directions.train import generated_curve, make_trainer
     from hyper_es.merging import MergePlan, recipe_genome
+    from hyper_es.rows import start_genome
 
     run_dir = Path(run_dir)
     out = run_dir / GRADFIT_DIR
@@ -142,7 +137,9 @@ def fit(recipe: Recipe, run_dir: str | Path) -> dict:
     search = read_json(path, "delete it to finish the search again (re-run)") if path.is_file() else None
     ds = DirectionSet.from_run(run_dir)
     genome, settings = recipe_genome(recipe, ds)
-    x0, (tokens, seconds) = search_start(recipe, genome, search), budget(recipe, search, path)
+    start = start_genome(run_dir)  # the search's start: its scale scan's x0, else the recipe's x0
+    x0 = start[1] if start else genome.initial(recipe.search.x0, recipe.merge.density)
+    tokens, seconds = budget(recipe, search, path)
     tasks, rows = fit_rows(recipe)
     work = out.with_name(f".work-{GRADFIT_DIR}")
     shutil.rmtree(work, ignore_errors=True)
