@@ -90,7 +90,7 @@ def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
     scans = {r["name"]: Cost(select_tokens=r["val"].get("tokens", 0), seconds=r["val"].get("seconds", 0.0))
              for r in rows if r["kind"] in ("scaled", "merge") and "val" in r}
     return {"baseline": Cost(select_tokens=sum(v.get("tokens", 0) for v in cands),
-                             seconds=sum(v.get("seconds", 0.0) for v in cands)), "scaled": Cost(), **scans}
+                             seconds=sum(v.get("seconds", 0.0) for v in cands)), **scans}
 
 
 def context(run_dir: Path, rows: list[dict], log: list[dict], result: dict) -> Context:
@@ -131,7 +131,12 @@ def gradfit_cost(run_dir, row, ctx) -> Cost:
 
 def merge_cost(run_dir, row, ctx) -> Cost:
     """A merge-<method> control: the directions, then its lambda's scan on validation."""
-    return ctx.directions_of(run_dir) + ctx.val.get(row["name"], Cost())
+    return ctx.directions_of(run_dir) + scan_cost(row, ctx)
+
+
+def scan_cost(row: dict, ctx) -> Cost:
+    """The validation scan that chose the row's scale (`scaled`, merge-<method>); none before it is scanned."""
+    return ctx.val.get(row["name"], Cost())
 
 
 def snapshot_cost(run_dir, row, ctx) -> Cost:
@@ -145,7 +150,7 @@ def snapshot_cost(run_dir, row, ctx) -> Cost:
 
 def scaled_cost(run_dir, row, ctx) -> Cost:
     """The baseline's job, then the scale scan on validation (its tokens are the row's selection cost)."""
-    return jobs_cost(run_dir, ["baseline"]) + ctx.val["scaled"]
+    return jobs_cost(run_dir, ["baseline"]) + scan_cost(row, ctx)
 
 
 def es_cost(run_dir, row, ctx) -> Cost:
