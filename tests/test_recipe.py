@@ -65,6 +65,10 @@ BAD = [
     (mutate(search={"recommend": "mean"}, coevolve={"tasks": {"a": {}}}), "search.recommend: mean is CMA-ES's mean "
      "of the coefficients, but co-evolution picks a prompt with them by validation; expected best_val"),
     (mutate(search={"max_tokens": 0}), "search.max_tokens: expected greater than 0, got 0"),
+    (mutate(fitness={"race": {"rungs": [32, 16]}}), "fitness.race.rungs: Value error, expected increasing row "
+     "counts, got [32, 16]"),
+    (mutate(method="es", fitness={"race": {"rungs": [16]}}), "fitness.race: racing ranks CMA-ES's candidates for its "
+     "parents; ES weights every member"),
     (mutate(eval={"k": [1, 8], "n": 4}), "eval: n (4) must be >= the largest k (8)"),
     (mutate(threads="x"), "threads: expected a valid integer"),
     (mutate(tasks=[]), "tasks: List should have at least 1 item"),

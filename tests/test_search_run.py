@@ -167,3 +167,31 @@ def test_the_search_counts_every_token_its_engine_generates(tmp_path, monkeypatc
     assert cost["search_tokens"] + cost["select_tokens"] == generated[0]  # the guard's and the rows' included
     assert cost["seconds"] == pytest.approx(sum(p["seconds"] for p in phases.values()))
     assert all(p["seconds"] > 0 for k, p in phases.items() if k != "proposals")
+
+
+def test_a_race_that_settles_nothing_is_the_search_without_one(tmp_path):
+    """fitness.race with delta 0 (every candidate promoted) gives the search without a race: the same candidates,
+    fitness and tokens every generation, and a `race` record per generation that scored every row."""
+    import shutil
+
+    recipe = small_search_recipe(tmp_path, **{"fitness.minibatch": 6})
+    plain = search(recipe, tmp_path / "run", backend="hf", score_test=False)
+    raced_recipe = recipe.model_copy(deep=True)
+    raced_recipe.fitness.race = {"rungs": [2, 4], "delta": 0}
+    (tmp_path / "raced").mkdir()
+    shutil.copytree(tmp_path / "run" / "directions", tmp_path / "raced" / "directions")
+    raced = search(raced_recipe, tmp_path / "raced", backend="hf", score_test=False)
+
+    def log(run):
+        return [json.loads(x) for x in (tmp_path / run / "search" / "generations.jsonl").read_text().splitlines()]
+
+    for a, b in zip(log("run"), log("raced"), strict=True):
+        assert a["best_x"] == b["best_x"] and a["tokens"] == b["tokens"] and a["mean"] == pytest.approx(b["mean"])
+        assert b["race"]["rungs"] == [2, 4, 6] and b["race"]["evaluations"] == b["race"]["full"] == 4 * 6
+        assert b["race"]["tiers"] == ["raced"] * 4 and b["race"]["rows"] == [6] * 4
+    from hyper_es.rundir import CHECKPOINT_FILE
+
+    told = [json.loads((tmp_path / run / "search" / CHECKPOINT_FILE).read_text()) for run in ("run", "raced")]
+    assert told[0]["candidates"] == told[1]["candidates"]  # pycma told the same ranking: the same candidates
+    assert np.allclose(told[0]["scores"], told[1]["scores"], atol=1e-12)
+    assert raced["best_val_generation_entry"]["x"] == plain["best_val_generation_entry"]["x"]

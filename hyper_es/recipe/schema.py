@@ -89,6 +89,9 @@ class Recipe(Strict):
         if self.coevolve and self.search.recommend == "mean":
             raise ValueError("@search.recommend: mean is CMA-ES's mean of the coefficients, but co-evolution picks "
                              "a prompt with them by validation; expected best_val")
+        if self.fitness.race and (self.method == "es" or self.coevolve):
+            raise ValueError("@fitness.race: racing ranks CMA-ES's candidates for its parents; ES weights every member "
+                             "and co-evolution pairs prompts with them; expected method: hyper-es without coevolve")
         if self.eval.merges and (self.method == "es" or not self.search.scale_scan):
             raise ValueError("@eval.merges: a merge-<method> row scales the directions' merge by a lambda chosen from "
                              "search.scale_scan; expected method: hyper-es with a scale_scan")

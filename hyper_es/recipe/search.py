@@ -48,6 +48,25 @@ class SearchConfig(Strict):
         return self
 
 
+class RaceConfig(Strict):
+    """Racing (search/racing.py): each generation's candidates are scored on the first rung of the fitness rows, and
+    only those whose place among CMA-ES's parents is in doubt go on; CMA-ES is told the ranking."""
+
+    rungs: list[PosInt] = Field(
+        min_length=1, description="cumulative fitness rows (over every searched task) of the rungs before the last; "
+        "the last rung is always the whole minibatch")
+    delta: Annotated[float, Field(ge=0, lt=1)] = Field(
+        0.05, description="a pair is settled when its paired difference is beyond its bound at confidence 1 - delta "
+        "(0: nothing settles, every candidate is fully scored)")
+
+    @field_validator("rungs")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if v != sorted(set(v)):
+            raise ValueError(f"expected increasing row counts, got {v}")
+        return v
+
+
 class FitnessConfig(Strict):
     """What the search and ES score a candidate on: the tasks' rows, the reward, the decoding, the seed, the
     validation re-scores and the guard."""
@@ -66,6 +85,9 @@ class FitnessConfig(Strict):
     rescore_top: NonNegInt = Field(2, description="the best candidates of each generation re-scored on validation "
                                    "(0: none; needs search.recommend: mean)")
     guard: bool = Field(True, description="the final genome must beat x0 on the validation rows, else x0 is kept")
+    race: RaceConfig | None = Field(
+        None, description="race each generation over rungs of the minibatch (CMA-ES over coefficients; rewards in "
+        "[0, 1]); none: every candidate scored on every row")
 
     @field_validator("reward")
     @classmethod

@@ -110,13 +110,15 @@ class CMASearch:
 
     def tell(self, xs: list[np.ndarray], scores: Sequence[float], **extra) -> dict:
         """Update pycma with the scores of the asked candidates; checkpoint; return the generation's log record
-        (`extra` fields, e.g. validation re-scores, are added to it)."""
+        (`extra` fields, e.g. validation re-scores, are added to it). `extra["told"]`, when there (a race's
+        ranking, search/racing.py), is what pycma is told and replayed with in place of the scores."""
         if self._pending is None or len(xs) != len(self._pending[0]):
             raise RuntimeError("tell() takes the candidates of the preceding ask()")
         scores = [float(s) for s in scores]
-        self._tell_es(self._pending[0], scores)
+        told = [float(s) for s in extra.get("told", scores)]
+        self._tell_es(self._pending[0], told)
         st = self.state
-        best = int(np.argmax(scores))
+        best = int(np.argmax(told))
         if scores[best] > st.best_fitness:
             st.best_fitness, st.best_x = scores[best], self._pending[0][best].tolist()
         st.generation += 1
@@ -128,7 +130,7 @@ class CMASearch:
                   "best_x": self._pending[0][best].tolist(), "seconds": seconds, **extra}
         st.history.append(record)
         st.candidates.append([x.tolist() for x in self._pending[0]])
-        st.scores.append(scores)
+        st.scores.append(told)
         self._pending = None
         self._save()
         return record
@@ -149,6 +151,11 @@ class CMASearch:
         if b.max_tokens is not None and spent >= b.max_tokens:
             return {"budget": f"max_tokens {b.max_tokens} ({spent} spent)"}
         return self._strategy_stop()
+
+    @property
+    def parents(self) -> int:
+        """pycma's μ: the candidates of a generation its update is made from."""
+        return int(self.es.sp.weights.mu)
 
     def recommendation(self) -> np.ndarray:
         """CMA-ES's mean after the last generation told, within the bounds (pycma's xfavorite): under a noisy

@@ -82,7 +82,7 @@ def es_search(recipe: Recipe, run_dir: str | Path, engine, tok, scorer=None) -> 
                                                         for a in rec["actors"]))
 
     drive(co or strategy, score_generation(scorer, pool, s, reward=fit_reward, answers=True,
-                                           extra=lambda members, scores: {"diversity": diversity(scores)},
+                                           extra=lambda members, scores, _: {"diversity": diversity(scores)},
                                            split=co.split if co else None),
           update=engine.update, on_record=log)
     history, spent, t_final = strategy.history, strategy.spent, time.perf_counter()

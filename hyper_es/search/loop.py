@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+import numpy as np
+
 
 class Strategy(Protocol):
     generation: int
@@ -67,18 +69,77 @@ def generation_scores(scorer, pool: dict, s, candidates: list, generation: int, 
                              temperature=s.temperature, seed=s.seed + generation, reward=reward, on_done=on_done, **kw)
 
 
+def raced_scores(scorer, pool: dict, s, candidates: list, generation: int, parents: int, weights: dict[str, float],
+                 *, reward=None) -> tuple[list, dict]:
+    """The candidates' Scores when racing (fitness.race, search/racing.py): the generation's minibatch (as
+    `generation_scores` draws it) in rungs of rows, the tasks interleaved; a candidate's Score covers the rows it was
+    scored on (its reward the task-weighted mean there). Returns (Scores, the race's record: rows and tier per
+    candidate, evaluations, and `told`, the ranking for the strategy)."""
+    from hyper_es.errors import DataError
+    from hyper_es.fitness import Score, fitness_rows
+    from hyper_es.search.racing import TIERS, race
+
+    rows = fitness_rows(pool, s, generation)
+    order = [(name, i) for i in range(max(map(len, rows.values()), default=0)) for name in rows if i < len(rows[name])]
+    rungs = [r for r in s.race.rungs if r < len(order)] + [len(order)]
+    labels: list[str] = []  # each flattened row's task, in the order the scorer returns per-row rewards
+    parts: dict[int, list] = {c: [] for c in range(len(candidates))}
+
+    def score(cands: list[int], lo: int, hi: int):
+        part = {name: [rows[name][i] for n, i in order[lo:hi] if n == name] for name in rows}
+        part = {name: r for name, r in part.items() if r}
+        labels.extend(name for name in part for _ in part[name])
+        scores = scorer.score_many([candidates[c] for c in cands], part, samples=s.samples,
+                                   temperature=s.temperature, seed=s.seed + generation, reward=reward)
+        for c, sc in zip(cands, scores):
+            if min(sc.per_row, default=0) < 0 or max(sc.per_row, default=0) > 1:
+                raise DataError(f"fitness.race: a fitness reward of {min(sc.per_row)}..{max(sc.per_row)}; racing "
+                                f"bounds rewards in [0, 1] (use a 0-1 reward, or no race)")
+            parts[c].append(sc)
+        return np.array([sc.per_row for sc in scores])
+
+    def mean(r: np.ndarray) -> float:
+        tasks = np.array(labels[: len(r)])
+        present = [n for n in rows if (tasks == n).any()]
+        return sum(weights[n] * float(np.mean(r[tasks == n])) for n in present) / sum(weights[n] for n in present)
+
+    raced = race(score, len(candidates), rungs, parents, delta=s.race.delta, mean=mean)
+    out = []
+    for c, scs in parts.items():
+        out.append(Score(raced.fitness[c], sum(sc.tokens for sc in scs),
+                         {k: sum(sc.timing.get(k, 0.0) for sc in scs) for k in ("merge_load_s", "generate_s", "score_s")},
+                         sum(sc.reward_errors for sc in scs), [v for sc in scs for v in sc.per_row],
+                         max(sc.fidelity for sc in scs)))
+    record = {"rungs": rungs, "rows": raced.rows, "tiers": [TIERS[t] for t in raced.tiers],
+              "evaluations": raced.evaluations, "full": len(order) * len(candidates)}
+    return out, {"told": raced.told, "race": record}
+
+
 def score_generation(scorer, pool: dict, s, *, reward=None, answers: bool = False, on_candidate=None,
-                     extra: Callable[[list, list], dict] | None = None, split=None) -> Evaluate:
+                     extra: Callable[[list, list, list], dict] | None = None, split=None,
+                     race: tuple[int, dict[str, float]] | None = None) -> Evaluate:
     """`evaluate` for `drive`: every candidate's Score on the generation's fitness minibatch (fitness.fitness_set,
     minibatch, samples, temperature, seed + generation; `reward` replaces the tasks' own). The record gets the
-    generation's tokens, `extra(candidates, scores)`'s fields, and an engine pool's per-actor counts."""
+    generation's tokens, `extra(candidates, scores, ranking)`'s fields (ranking: what the strategy is told), and an
+    engine pool's per-actor counts. `race`: (the strategy's parents, the tasks' weights) to race the candidates
+    (fitness.race); the record then has `told` (the ranking, which the strategy takes in place of the means) and
+    `race`."""
 
     def evaluate(candidates: list, generation: int) -> tuple[list[float], dict]:
-        scores = generation_scores(scorer, pool, s, candidates, generation, reward=reward, answers=answers,
-                                   on_done=on_candidate, split=split)
-        fields = {"tokens": sum(sc.tokens for sc in scores), **(extra(candidates, scores) if extra else {})}
+        raced = {}
+        if race is not None and s.race is not None:
+            scores, raced = raced_scores(scorer, pool, s, candidates, generation, *race, reward=reward)
+            for _ in candidates:
+                if on_candidate:
+                    on_candidate()
+        else:
+            scores = generation_scores(scorer, pool, s, candidates, generation, reward=reward, answers=answers,
+                                       on_done=on_candidate, split=split)
+        fitness = [sc.reward for sc in scores]
+        fields = {"tokens": sum(sc.tokens for sc in scores), **raced,
+                  **(extra(candidates, scores, raced.get("told", fitness)) if extra else {})}
         if hasattr(scorer, "throughput"):  # an engine pool: per-actor counts
             fields["actors"] = scorer.throughput()
-        return [sc.reward for sc in scores], fields
+        return fitness, fields
 
     return evaluate

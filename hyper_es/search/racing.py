@@ -9,9 +9,10 @@ parents' places left, settled out when every one inside them is ahead of it; the
 The last rung is the whole fitness set, so a generation never costs more than full scoring, and with every
 candidate promoted (`delta` 0) it is full scoring exactly.
 
-The strategy is told each candidate's mean on the rows it was scored on: candidates settled at the same rung share
-those rows, and a settled-out candidate's mean was below every in-place candidate's interval on shared rows when it
-stopped. Not yet wired into the search: `hyper-es search` scores every candidate on the whole fitness set.
+The strategy is told a ranking (CMA-ES uses nothing else): every candidate settled in above every candidate raced to
+the last rung, every one settled out below; within a tier by the mean on the rows the tier's candidates all share
+(its earliest rung). `Race.told` encodes that order as numbers; with nothing settled it is each candidate's mean on
+every row, so full scoring is the special case. `fitness.race` wires it into `hyper-es search` (search/loop.py).
 
 What it saves depends on how far apart a generation's candidates are against the bound: with binary rewards a pair
 needs to differ by about 0.48 on 32 rows, 0.24 on 128 (delta 0.05), before either is settled. On a toy
@@ -30,11 +31,17 @@ import numpy as np
 Score = Callable[[list[int], int, int], np.ndarray]  # (candidates, lo, hi) -> rewards [len(candidates), hi - lo]
 
 
+Mean = Callable[[np.ndarray], float]  # a candidate's fitness on the first len(rewards) rows (task-weighted)
+TIERS = {1: "in", 0: "raced", -1: "out"}
+
+
 @dataclass(frozen=True)
 class Race:
-    fitness: list[float]  # told to the strategy: each candidate's mean on the rows it was scored on
+    fitness: list[float]  # each candidate's mean on the rows it was scored on
     rows: list[int]  # rows each candidate was scored on
     evaluations: int  # candidate-rows scored: the generation's cost in completions
+    tiers: list[int]  # 1 settled in, 0 raced to the last rung (or never settled), -1 settled out
+    told: list[float]  # the ranking told to the strategy: tier first, then the mean on the rows the tier shares
 
 
 def bound(diffs: np.ndarray, delta: float, span: float = 1.0) -> float:
@@ -69,12 +76,13 @@ def in_doubt(rewards: dict[int, np.ndarray], places: int, delta: float, span: fl
 
 
 def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: float = 0.05,
-         span: float = 1.0) -> Race:
+         span: float = 1.0, mean: Mean = np.mean) -> Race:
     """Score `n` candidates on the cumulative row counts `rungs` (the last: every fitness row), promoting only the
-    candidates in doubt about the `parents` best places."""
+    candidates in doubt about the `parents` best places. `mean(rewards)`: a fitness on a prefix of the rows."""
     if not rungs or list(rungs) != sorted(set(rungs)) or rungs[0] <= 0:
         raise ValueError(f"rungs: expected increasing positive row counts, got {list(rungs)}")
     rewards = {c: np.zeros(0) for c in range(n)}
+    tiers = dict.fromkeys(range(n), 0)
     racing, places, lo, evaluations = list(range(n)), parents, 0, 0
     for hi in rungs:
         block = np.asarray(score(racing, lo, hi), dtype=np.float64).reshape(len(racing), hi - lo)
@@ -84,8 +92,15 @@ def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: flo
         lo = hi
         if hi == rungs[-1]:
             break
+        ranked = sorted(racing, key=lambda c: -rewards[c].mean())
         racing, taken = in_doubt({c: rewards[c] for c in racing}, places, delta, span)
+        settled = [c for c in ranked if c not in racing]
+        for c in settled:  # in_doubt settles the best `taken` of them in, the rest out
+            tiers[c] = 1 if c in settled[:taken] else -1
         places -= taken  # settled in: a parent's place taken
         if not racing:
             break
-    return Race([float(rewards[c].mean()) for c in range(n)], [len(rewards[c]) for c in range(n)], evaluations)
+    rows = [len(rewards[c]) for c in range(n)]
+    shared = {t: min((rows[c] for c in range(n) if tiers[c] == t), default=0) for t in TIERS}
+    told = [tiers[c] * 2 * span + float(mean(rewards[c][:shared[tiers[c]]])) for c in range(n)]
+    return Race([float(mean(rewards[c])) for c in range(n)], rows, evaluations, [tiers[c] for c in range(n)], told)

@@ -208,11 +208,12 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
                       done_candidates=driver.state.evals, config=st.recipe.model_dump(mode="json"))
     stack.callback(tracker.close)
 
-    def extra(candidates, scores: list[Score]) -> dict:
-        """The generation's record beyond fitness: the top candidates re-scored on validation (and the tokens
-        that took), the time split, reward errors and the installed update's fidelity."""
+    def extra(candidates, scores: list[Score], ranking: list[float]) -> dict:
+        """The generation's record beyond fitness: the top candidates (by the ranking the strategy is told)
+        re-scored on validation (and the tokens that took), the time split, reward errors and the installed
+        update's fidelity."""
         fitness = [sc.reward for sc in scores]
-        top = np.argsort(fitness)[::-1][:rescore_top]
+        top = np.argsort(ranking, kind="stable")[::-1][:rescore_top]
         before = validation.tokens
         if co is None:
             vals = [{"fitness": fitness[i], "val": validation(candidates[i]).reward, "x": candidates[i].tolist()}
@@ -236,9 +237,10 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
                                                         f"{a['per_s']:.2f}/s" for a in record["actors"]))
         tracker.generation(record)
 
+    race = (driver.parents, {t.name: t.cfg.weight for t in st.tasks}) if st.recipe.fitness.race else None
     drive(co or driver, score_generation(scorer, st.fit_pool, st.recipe.fitness, reward=st.fit_reward, extra=extra,
-                                         on_candidate=tracker.candidate_done, split=co.split if co else None),
-          on_record=log)
+                                         on_candidate=tracker.candidate_done, split=co.split if co else None,
+                                         race=race), on_record=log)
     return driver, co, scan, x0
 
 
