@@ -12,7 +12,8 @@ settings are the shipped compose recipes, read from ROOT (so `adapters/` resolve
   specialists.
 Each setting runs as `hyper-es compare ROOT/<setting>.yaml --out ROOT/<setting>/`: the GRPO-LoRA baseline's lr grid
 on the setting's train rows (multi-task, or the few rows), the main run (each adapter alone, merge-task_arithmetic
-and merge-ties at one validated lambda, the search, its start, the gradient-fitted genome) and grpo-equal-compute.
+and merge-ties at one validated lambda, the search, its start, the gradient-fitted genome), grpo-equal-compute, and
+adapter-further (the adapter best alone on validation, trained on with grpo-equal-compute's budget).
 A specialist killed mid-training resumes from its last TRL checkpoint; every compare stage resumes from its folder.
 """
 

@@ -353,6 +353,107 @@ def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
                     "baseline": "baseline"}
 
 
+def test_a_baseline_started_from_a_given_adapter_trains_on_top_of_it(tmp_path):
+    """`gradient.baseline_start`: the baseline's LoRA trains on base + the named adapter's ΔW; its rows are base +
+    both updates; each given adapter is scored on validation, and those scorings are the baseline's selection cost."""
+    from hyper_es.directions.collect import collect
+    from hyper_es.directions.manifest import read_manifest
+    from hyper_es.evaluate.final import eval_set, evaluate_run, plan_rows
+    from hyper_es.recipe import load_recipe
+    from hyper_es.rows import row_update
+    from hyper_es.rows.charge import selection_costs
+
+    make_adapters(tmp_path / "adapters")
+    path = write_recipe(tmp_path, baseline=True)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["train"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 16, "seed": 1}
+    data["gradient"] = {"steps": 1, "baseline_steps": 1, "batch_size": 4, "num_generations": 2,
+                        "max_completion_length": 8, "lora": {"r": 2, "alpha": 4}, "baseline_start": "wide"}
+    data["fitness"] = {"val_size": 8}
+    path.write_text(yaml.safe_dump(data))
+    recipe, run = load_recipe(path), tmp_path / "RUN"
+    collect(recipe, run, baseline=True)
+    start = read_manifest(run / "directions" / "baseline")["start"]
+    wide = hx.DirectionSet.from_adapters("tiny-random", [tmp_path / "adapters" / "a1"], ["wide"])
+    norm = sum(float(wide.delta(0, t).pow(2).sum()) for t in wide[0].parts) ** 0.5
+    assert start["from"] == "adapter" and start["name"] == "wide" and start["norm"] == pytest.approx(norm, rel=1e-5)
+    _, names, snapshots = eval_set(run, load=False)
+    rows = {r.name: r for r in plan_rows(run, names, snapshots)}
+    assert rows["baseline"].weights == {"wide": 1.0, "baseline": 1.0} and rows["a0"].weights == {"a0": 1.0}
+    lora = hx.DirectionSet.from_adapters("tiny-random", [run / "directions" / "baseline"], ["baseline"])
+    update = row_update(run, "baseline", recipe)
+    for t in set(wide[0].parts) | set(lora[0].parts):
+        want = sum(ds.delta(0, t) for ds in (wide, lora) if t in ds[0].parts)
+        torch.testing.assert_close(update[t], want, rtol=0, atol=1e-7)
+    evaluate_run(recipe, run, backend="hf", test=False)  # validation: the baseline's candidates and each adapter
+    scored = {p.stem: json.loads(p.read_text()) for p in (run / "eval" / "val").glob("*.json")}
+    assert {"base", "baseline", "a0", "wide", "a2"} <= set(scored)
+    assert selection_costs(run, [])["baseline"].select_tokens == sum(v["tokens"] for v in scored.values())
+
+
+def test_adapter_further_chooses_the_best_adapter_by_validation_once(tmp_path):
+    """compare.further: the given adapter best alone on the main run's validation (ties: the first named), kept in
+    further.json; the arm's overlay is grpo-equal-compute's with the baseline started from it."""
+    from hyper_es.compare.further import choose, further_changes
+    from hyper_es.compare.run import plan_for
+    from hyper_es.recipe import load_recipe, recipe_from_dict
+
+    make_adapters(tmp_path / "adapters")
+    recipe = load_recipe(write_recipe(tmp_path, baseline=True))
+    main = tmp_path / "main"
+    (main / "eval" / "val").mkdir(parents=True)
+    for name, mean in (("a0", 0.25), ("wide", 0.5), ("a2", 0.5)):
+        (main / "eval" / "val" / f"{name}.json").write_text(json.dumps({"mean": mean, "tokens": 10}))
+    choice = choose(main, tmp_path / "further", recipe)
+    assert choice == {"adapter": "wide", "val": {"a0": 0.25, "wide": 0.5, "a2": 0.5}}
+    (main / "eval" / "val" / "a2.json").write_text(json.dumps({"mean": 0.9}))
+    assert choose(main, tmp_path / "further", recipe) == choice  # made once: a resumed arm trains the same one
+    plan = {"steps": 3, "accumulation": 2, "snapshot_every": 1}
+    changes = further_changes(choice, plan)
+    assert changes["gradient"]["baseline_start"] == "wide" and changes["gradient"]["accumulation_steps"] == 2
+    assert changes["search"]["scale_scan"] is None and changes["eval"]["merges"] == [] and changes["gradfit"] is None
+    data = recipe.model_dump(mode="json")
+    data["compare"]["further"] = True
+    plan = plan_for(recipe_from_dict(data, recipe._path))
+    assert plan.rows["adapter-further"] == ("further", None) and "adapter-further" in plan.controls
+
+
+def test_the_adapter_further_arm_trains_the_chosen_adapter_on_and_reports_its_early_stop(tmp_path):
+    """compare's further arm after a main run: the best adapter by validation trained on by the baseline job at the
+    equal-compute plan, its rows base + adapter + LoRA, and its early stop charged the adapters' validation."""
+    from hyper_es.compare.run import arm_recipe, run_further
+    from hyper_es.compare.summary import early_stop_cost
+    from hyper_es.directions.manifest import read_manifest
+    from hyper_es.pipeline import run
+    from hyper_es.recipe import load_recipe
+
+    make_adapters(tmp_path / "adapters")
+    path = write_recipe(tmp_path, baseline=True)
+    data = yaml.safe_load(path.read_text())
+    data["tasks"][0]["train"] = {"source": "reasoning_gym", "dataset": "chain_sum", "size": 16, "seed": 1}
+    data["gradient"] = {"steps": 1, "baseline_steps": 2, "batch_size": 4, "num_generations": 2,
+                        "max_completion_length": 8, "lora": {"r": 2, "alpha": 4}, "baseline_snapshot_every": 1}
+    data.update(fitness={"minibatch": 4, "val_size": 8}, search={"popsize": 4, "max_generations": 1},
+                compare={"further": True, "equal_max_batches": 4})
+    data["eval"]["k"] = [1]
+    path.write_text(yaml.safe_dump(data))
+    recipe, seed_dir = load_recipe(path), tmp_path / "ROOT" / "seed0"
+    run(arm_recipe(recipe, 0, 1e-3), seed_dir / "main", backend="hf")
+    run_further(recipe, seed_dir, 0, 1e-3)
+    choice = json.loads((seed_dir / "further" / "further.json").read_text())
+    job = read_manifest(seed_dir / "further" / "directions" / "baseline")
+    plan = json.loads((seed_dir / "equal" / "equal_compute.json").read_text())
+    assert job["start"]["name"] == choice["adapter"] and job["grpo"]["accumulation_steps"] == plan["accumulation"]
+    report = json.loads((seed_dir / "further" / "report.json").read_text())
+    names = {r["name"] for r in report["rows"]}
+    assert "hyper-es" not in names and {"base", "baseline", "a0", "wide", "a2"} <= names
+    best = next(r for r in report["rows"] if r["name"] == report["baseline_best"]["name"])
+    cost = early_stop_cost(seed_dir / "further", best)
+    adapters = sum(json.loads((seed_dir / "further" / "eval" / "val" / f"{a}.json").read_text())["tokens"]
+                   for a in ("a0", "wide", "a2"))
+    assert cost["select_tokens"] >= adapters > 0
+
+
 def test_compose_gives_the_search_beside_its_controls_and_resumes(tmp_path):
     """hx.compose: the search over your adapters, with each adapter alone, task arithmetic and TIES at one validated
     lambda and the gradient-fitted genome, all on the test split; a second call reads everything back."""

@@ -65,6 +65,10 @@ BAD = [
     (mutate(search={"recommend": "mean"}, coevolve={"tasks": {"a": {}}}), "search.recommend: mean is CMA-ES's mean "
      "of the coefficients, but co-evolution picks a prompt with them by validation; expected best_val"),
     (mutate(search={"max_tokens": 0}), "search.max_tokens: expected greater than 0, got 0"),
+    (mutate(gradient={"baseline_start": "wide"}), "gradient.baseline_start: 'wide' is not one of directions.adapters "
+     "(none given); expected an adapter's name"),
+    (mutate(compare={"further": True}), "compare.further: the best given adapter trained on with grpo-equal-compute's "
+     "budget; expected directions.adapters and compare.equal"),
     (mutate(fitness={"race": {"rungs": [32, 16]}}), "fitness.race.rungs: Value error, expected increasing row "
      "counts, got [32, 16]"),
     (mutate(method="es", fitness={"race": {"rungs": [16]}}), "fitness.race: racing ranks CMA-ES's candidates for its "

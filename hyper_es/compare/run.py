@@ -8,6 +8,7 @@ cost least are complete first; every stage resumes from its folder, and the summ
     ROOT/seed<N>/main/            `hyper-es run` at the chosen lr: base, baseline, its early stop, scaled, hyper-es
     ROOT/seed<N>/<variant>/       a recipe overlay's Hyper-ES run (compare.variants)
     ROOT/seed<N>/equal/           grpo-equal-compute: the tuned baseline given the hyper-es row's tokens or time
+    ROOT/seed<N>/further/         adapter-further: the best given adapter by validation, trained on with that budget
 
 A run shares (hard links) the baseline run and the evaluated rows of another folder only where they are the same
 job: the main run its lr's grid run, a variant the main run's when its baseline job is unchanged."""
@@ -26,7 +27,7 @@ from hyper_es.recipe import Recipe
 from hyper_es.rundir import DIRECTIONS_DIR, EQUAL_FILE, EVAL_DIR, GRID_FILE
 
 logger = logging.getLogger(__name__)
-GRID, MAIN, EQUAL = "grid", "main", "equal"
+GRID, MAIN, EQUAL, FURTHER = "grid", "main", "equal", "further"
 BASELINE_ROWS = ("base", "baseline", "baseline@*")  # the rows of the baseline run (and the base)
 DIRECTION_ONLY = ("directions", "vary", "difficulty_rows", "difficulty_samples", "jobs", "steps", "directions_from",
                   "checkpoint_every")  # gradient fields the baseline job does not read (its steps: in its JobSpec)
@@ -44,6 +45,7 @@ def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True)
     lrs = {seed: tune_seed(recipe, out, seed)["chosen"] for seed in seeds}
     stages = [(MAIN, run_main), *((name, run_variant) for name in arms)]
     stages += [(EQUAL, run_equal)] if recipe.compare.equal else []
+    stages += [(FURTHER, run_further)] if recipe.compare.further else []
     for i, (name, stage) in enumerate(stages):
         for seed in seeds:
             logger.info("seed %d: %s", seed, name)
@@ -104,7 +106,16 @@ def run_variant(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str)
 
 def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe:
     """The control's recipe, planned once (equal/equal_compute.json) from the main run's report."""
-    from hyper_es.compare.equal import equal_overlay, equal_plan
+    from hyper_es.compare.equal import equal_overlay
+
+    plan = equal_planned(recipe, seed_dir)
+    logger.info("seed %d grpo-equal-compute: %d steps of %d batches", seed, plan["steps"], plan["accumulation"])
+    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan))
+
+
+def equal_planned(recipe: Recipe, seed_dir: Path) -> dict:
+    """The equal-compute plan (equal/equal_compute.json), made once from the main run's report."""
+    from hyper_es.compare.equal import equal_plan
     from hyper_es.io import read_json, write_json_atomic
 
     path = seed_dir / EQUAL / EQUAL_FILE
@@ -115,8 +126,7 @@ def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe
                           recipe.compare.equal)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, plan)
-    logger.info("seed %d grpo-equal-compute: %d steps of %d batches", seed, plan["steps"], plan["accumulation"])
-    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan))
+    return plan
 
 
 def run_equal(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = EQUAL) -> None:
@@ -128,6 +138,24 @@ def run_equal(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = 
     mine, folder = equal_recipe(recipe, seed_dir, seed, lr), seed_dir / EQUAL
     link(seed_dir / MAIN, folder, baseline=False, rows=("base",))
     collect(mine, folder, baseline=True, directions=False)
+    in_own_process(mine, "final evaluation and report", evaluate_and_report, folder, None)
+
+
+def run_further(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = FURTHER) -> None:
+    """adapter-further: the given adapter best on the main run's validation, imported, and trained on by the
+    baseline job (from base + its ΔW) with grpo-equal-compute's budget; its early stop the row."""
+    from hyper_es.compare.further import choose, further_changes, given_names
+    from hyper_es.directions.collect import collect
+    from hyper_es.pipeline import evaluate_and_report
+    from hyper_es.recipe.isolate import in_own_process
+
+    folder = seed_dir / FURTHER
+    choice = choose(seed_dir / MAIN, folder, recipe)
+    mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir)))
+    logger.info("seed %d adapter-further: %s (validation %.3f) trained on", seed, choice["adapter"],
+                choice["val"][choice["adapter"]])
+    link(seed_dir / MAIN, folder, baseline=False, rows=("base", "uniform", *given_names(recipe)))
+    collect(mine, folder, baseline=True)
     in_own_process(mine, "final evaluation and report", evaluate_and_report, folder, None)
 
 
@@ -194,6 +222,9 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     if recipe.compare.equal:
         rows["grpo-equal-compute"] = (EQUAL, None)
         controls.append("grpo-equal-compute")
+    if recipe.compare.further:  # the best given adapter trained on at the same budget
+        rows["adapter-further"] = (FURTHER, None)
+        controls.append("adapter-further")
     pairs = [(m, f"{m}-start") for m in methods] + [(f"{m}-start", c) for m in methods for c in controls]
     pairs += [("grpo-equal-compute", "baseline-best")] if recipe.compare.equal else []
     return ComparePlan(

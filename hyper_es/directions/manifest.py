@@ -13,6 +13,13 @@ SOURCE = "source.json"  # an imported direction's provenance (directions/importe
 REQUIRED = ("name", "job", "base", "optimizer_steps", "completions", "tokens", "reward_curve", "wall_seconds")
 
 
+def adapter_started(folder: Path) -> str | None:
+    """The given adapter a finished job trained on top of (`gradient.baseline_start`: its manifest's start), else
+    None (from the base, or from ES's update)."""
+    start = (read_manifest(folder) or {}).get("start") or {}
+    return start.get("name") if start.get("from") == "adapter" else None
+
+
 def read_manifest(folder: Path) -> dict | None:
     """The folder's manifest (None if it has none: an unfinished job); a damaged one raises DataError naming it."""
     path = Path(folder) / MANIFEST

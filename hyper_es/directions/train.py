@@ -224,7 +224,7 @@ def grpo_trainer(use_vllm: bool):
 
 
 def job_manifest(recipe: Recipe, job: JobSpec, trainer, base_hash: str, start: dict | None, *, tasks: list[str],
-                 rows: int, seconds: float) -> dict:
+                 rows: int, seconds: float, start_from: dict | None = None) -> dict:
     """A finished job's manifest.json: its spec, base, LoRA, GRPO settings, and what it spent (optimizer steps,
     completions, generated tokens and their curve, wall seconds)."""
     history, g, lora = trainer.state.log_history, recipe.gradient, job.lora
@@ -233,9 +233,10 @@ def job_manifest(recipe: Recipe, job: JobSpec, trainer, base_hash: str, start: d
     return {
         "name": job.name, "baseline": job.baseline, "job": job.to_dict(),
         "base": {"name": recipe.model.name, "sha256": base_hash, "dtype": recipe.model.dtype},
-        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA), with that update's norm
-        "start": {"from": "es", "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5}
-        if start else None,
+        # the LoRA's reference weights: the base, or base + an update (ES → GRPO-LoRA, or a given adapter's:
+        # {"from": "adapter", "name": ...}), with that update's norm
+        "start": {**(start_from or {"from": "es"}),
+                  "norm": sum(float(d.float().pow(2).sum()) for d in start.values()) ** 0.5} if start else None,
         "lora": {"r": lora.r, "alpha": lora.alpha, "targets": list(lora.targets), "rslora": lora.rslora,
                  "dropout": lora.dropout},
         "grpo": g.model_dump(exclude={"jobs", "tasks", "directions", "vary", "lora", "difficulty_rows",
@@ -257,7 +258,8 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
             dest: Path | None = None) -> Path:
     """Train one job and move its adapter into RUN/directions/<name>/ (or `dest`). Resumes from a TRL checkpoint if
     one exists. `start` ({tensor: ΔW}) is added to the base first: the LoRA then trains on top of that update
-    (ES → GRPO-LoRA), and the manifest says so."""
+    (ES → GRPO-LoRA), and the manifest says so. The baseline job with `gradient.baseline_start` starts from that
+    imported adapter's ΔW (RUN/directions/<name>/)."""
     import peft
     import torch
 
@@ -276,6 +278,9 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
                              trust_remote_code=recipe.model.trust_remote_code)
     rates = read_difficulty(run_dir, recipe) if job.by_difficulty else None
     rows = training_rows(tasks, job, tok, recipe.model.max_model_len, recipe.gradient.max_completion_length, rates)
+    start_from = None
+    if start is None and job.baseline and recipe.gradient.baseline_start:
+        start, start_from = adapter_start(recipe, run_dir), {"from": "adapter", "name": recipe.gradient.baseline_start}
     if start:
         add_update(model, start)
     lora = job.lora
@@ -298,13 +303,26 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
     trainer.model.save_pretrained(str(adapter))
     write_json_atomic(adapter / MANIFEST, job_manifest(recipe, job, trainer, base_hash, start,
                                                        tasks=[job.task] if job.task else [t.name for t in tasks],
-                                                       rows=len(rows), seconds=seconds))
+                                                       rows=len(rows), seconds=seconds, start_from=start_from))
     if final.exists():
         shutil.rmtree(final)  # only reachable for a folder without a manifest (see collect)
     adapter.rename(final)
     shutil.rmtree(work, ignore_errors=True)
     logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
     return final
+
+
+def adapter_start(recipe: Recipe, run_dir: Path) -> dict:
+    """{tensor: ΔW} of `gradient.baseline_start`, the imported adapter RUN/directions/<name>/ (fp32)."""
+    from hyper_es.directions import DirectionSet
+
+    name = recipe.gradient.baseline_start
+    folder = Path(run_dir) / DIRECTIONS_DIR / name
+    if not (folder / "adapter_config.json").is_file():
+        raise HyperESError(f"{folder}: gradient.baseline_start names '{name}', which is not imported into the run "
+                           f"(expected one of directions.adapters, imported by `hyper-es collect` or `run`)")
+    ds = DirectionSet.from_adapters(recipe.model.name, [folder], [name])
+    return {t: ds.delta(0, t).float() for t in ds[0].parts}
 
 
 def make_trainer(recipe: Recipe, job: JobSpec, trainer_dir: Path, model, tok, rows: list[dict], tasks: list[Task],

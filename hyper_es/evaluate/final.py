@@ -32,7 +32,7 @@ from hyper_es.directions.jobs import SNAPSHOTS
 from hyper_es.engine import inplace_engine
 from hyper_es.errors import DataError
 from hyper_es.evaluate.runner import EvalJob, evaluate_tasks
-from hyper_es.directions.manifest import read_manifest, read_record
+from hyper_es.directions.manifest import adapter_started, read_manifest, read_record
 from hyper_es.directions.set import load_direction
 from hyper_es.io import read_json, write_json_atomic, write_text_atomic
 from hyper_es.merging import Genome, genome_for, recipe_genome
@@ -118,9 +118,14 @@ def plan_rows(run_dir: Path, search_names: list[str], snapshots: dict[int, Path]
     baseline = run_dir / DIRECTIONS_DIR / "baseline" / MANIFEST_FILE
     if baseline.is_file():
         steps = read_manifest(baseline.parent)["optimizer_steps"]
-        rows += [Row(row_names.snapshot(s), "baseline-snapshot", {row_names.snapshot(s): 1.0}, raw=True, steps=s)
+        start = adapter_started(baseline.parent)  # trained on top of a given adapter: its rows are base + both
+        if start is not None and start not in search_names:
+            raise DataError(f"{baseline}: the baseline trained on top of adapter '{start}', which is not among the "
+                            f"run's directions ({', '.join(search_names) or 'none'})")
+        on = {start: 1.0} if start else {}
+        rows += [Row(row_names.snapshot(s), "baseline-snapshot", {**on, row_names.snapshot(s): 1.0}, raw=True, steps=s)
                  for s in snapshots]
-        rows.append(Row("baseline", "baseline", {"baseline": 1.0}, raw=True, steps=steps))
+        rows.append(Row("baseline", "baseline", {**on, "baseline": 1.0}, raw=True, steps=steps))
     if (run_dir / ES_DIR / RESULT_FILE).is_file():  # ES takes no gradient steps; a sequenced start's are its
         start = es_start(run_dir)
         steps = 0 if start == "base" else {r.name: r.steps for r in rows}.get(start, total)  # hyper-es: its directions
@@ -170,10 +175,11 @@ BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
 VALIDATED = (*BASELINE_KINDS, "scaled", "merge")  # rows with eval/val/<row>.json
 
 
-def has_val(kind: str, name: str) -> bool:
+def has_val(kind: str, name: str, given: bool = False) -> bool:
     """Whether a row's eval/val/<row>.json is its validation score: a validated kind's own weights and prompts (a
-    prompt control's file there is its prompt scan, not a score of the weights' selection)."""
-    return kind in VALIDATED and not row_names.is_prompted(name)
+    prompt control's file there is its prompt scan, not a score of the weights' selection). `given`: the run's
+    directions are given adapters, each also scored on validation (which is best alone: composition's control)."""
+    return (kind in VALIDATED or (given and kind == "direction")) and not row_names.is_prompted(name)
 FIRST = ("hyper-es", "search-start", "grad-fit", "es", "scaled", "baseline-snapshot", "baseline", "base")  # test order; the rest after, in turn
 
 
@@ -189,7 +195,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     _, search_names, snapshots = eval_set(run_dir, load=False)  # the adapters and ES replay only if a row is left
     rows = plan_rows(run_dir, search_names, snapshots)
     val = validation_tasks(recipe)
-    val_todo = [r for r in rows if r.kind in BASELINE_KINDS and val and not (out / "val" / f"{r.name}.json").is_file()]
+    given = recipe.directions is not None  # given adapters: each one's validation score, to choose one
+    val_todo = [r for r in rows if (r.kind in BASELINE_KINDS or (given and r.kind == "direction")) and val
+                and not (out / "val" / f"{r.name}.json").is_file()]
     held: list = []  # the engine, started on first use
 
     def engine_for(row: Row):
@@ -249,7 +257,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
         return [{"name": r.name, "kind": r.kind, "steps": r.steps, "val": read_val(out, r.name)}
                 for r in candidates if val]
     return [{**read_row(out / f"{r.name}.json"),
-             **({"val": read_val(out, r.name)} if has_val(r.kind, r.name) and val else {})}
+             **({"val": read_val(out, r.name)} if has_val(r.kind, r.name, given) and val else {})}
             for r in rows]
 
 

@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from hyper_es.recipe.fields import PosInt, Strict
 
-ARMS = ("main", "equal", "grid")  # the command's own folders under ROOT/seed<N>/: no variant takes these names
+ARMS = ("main", "equal", "grid", "further")  # the command's own folders under ROOT/seed<N>/: no variant takes these names
 
 
 class CompareConfig(Strict):
@@ -20,6 +20,10 @@ class CompareConfig(Strict):
     equal: Literal["tokens", "seconds"] | None = Field(
         "tokens", description="the grpo-equal-compute control: the tuned baseline given the Hyper-ES row's generated "
         "tokens (or wall time) as more completions per step; none: not run")
+    further: bool = Field(
+        False, description="the adapter-further control (composition): the given adapter best alone on validation, "
+        "trained further by the GRPO-LoRA baseline job with grpo-equal-compute's budget; needs directions.adapters "
+        "and equal")
     equal_max_batches: PosInt | None = Field(None, description="cap the control's batches (then it is recorded as "
                                              "capped, not equal compute)")
     transfer: str | None = Field(None, description="a task with a test split that no stage trains or searches on, "

@@ -110,6 +110,15 @@ class Recipe(Strict):
             raise ValueError("@directions: the directions are given, so gradient.directions_from: snapshots makes "
                              "none; expected directions_from: jobs")
         g, trained = self.gradient, self.training_task_names()
+        if self.compare.further and not (self.directions and self.directions.adapters and self.compare.equal):
+            raise ValueError("@compare.further: the best given adapter trained on with grpo-equal-compute's budget; "
+                             "expected directions.adapters and compare.equal")
+        if g.baseline_start is not None:
+            given = ([self.directions.ref(i)[1] for i in range(len(self.directions.adapters))]
+                     if self.directions and self.directions.adapters else [])
+            if g.baseline_start not in given:
+                raise ValueError(f"@gradient.baseline_start: '{g.baseline_start}' is not one of directions.adapters "
+                                 f"({', '.join(given) or 'none given'}); expected an adapter's name")
         if "task" in g.vary and trained and g.directions % len(trained):
             raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "
                              f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")

@@ -96,6 +96,9 @@ class GradientConfig(Strict):
     baseline_steps: PosInt | None = Field(None, description="GRPO-LoRA baseline steps (default: directions' / 0.9)")
     baseline_snapshot_every: NonNegInt = Field(
         0, description="save the baseline's adapter every N steps (its accuracy-vs-steps curve); 0: final only")
+    baseline_start: str | None = Field(
+        None, description="the name of one of directions.adapters: the baseline's LoRA trains on base + that "
+        "adapter's ΔW (an adapter trained further), and its rows are base + both updates; none: from the base")
     lora_seed: NonNegInt | None = Field(
         None, description="seed of the LoRA initialisation, shared by every job (jobs then differ only by data "
         "seed, shard or lr, and their directions share A's row space); None: each job's seed, as TRL does")

@@ -50,6 +50,8 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     from hyper_es.directions import DirectionSet
     from hyper_es.directions.jobs import SNAPSHOTS
 
+    from hyper_es.directions.manifest import adapter_started
+
     step = names.snapshot_step(row)
     name = "baseline" if step is not None else row
     folder = run_dir / DIRECTIONS_DIR / name / (f"{SNAPSHOTS}/step-{step}" if step is not None else "")
@@ -57,7 +59,11 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
     ds = DirectionSet.from_adapters(recipe.model.name, [folder], [row])
-    return {t: ds.delta(0, t) for t in ds[0].parts}
+    delta = {t: ds.delta(0, t) for t in ds[0].parts}
+    start = adapter_started(run_dir / DIRECTIONS_DIR / "baseline") if name == "baseline" else None
+    for t, d in (_adapter_update(run_dir, start, recipe) if start else {}).items():  # trained on top of it
+        delta[t] = delta[t] + d if t in delta else d
+    return delta
 
 
 def _searched_update(run_dir: Path, genome, x, recipe) -> dict[str, torch.Tensor]:
