@@ -152,3 +152,23 @@ def test_a_raced_generation_settles_clear_candidates_early_and_tells_their_ranki
     order = sorted(range(6), key=lambda c: -raced["told"][c])
     assert set(order[:2]) == {1, 5} and set(order[4:]) == {0, 4}
     assert all(len(sc.per_row) == n for sc, n in zip(scores, r["rows"]))
+
+
+def test_a_logged_search_replays_its_races_offline():
+    """bench/race_replay.py: per-row rewards logged in task-then-row order are interleaved as the search races
+    them, and a replay with nothing settled is full scoring with the same parents."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from race_replay import interleaved, replay
+
+    assert interleaved([1, 2, 3, 10, 20], [3, 2]).tolist() == [1, 10, 2, 20, 3]
+    rng = np.random.default_rng(0)
+    quality = np.linspace(0.1, 0.9, 8)
+    records = [{"per_row": [(rng.uniform(size=64) < q).astype(float).tolist() for q in quality]} for _ in range(3)]
+    none = replay(records, [32, 32], [16, 32], 0.0, 4)
+    assert none == {"delta": 0.0, "generations": 3, "evaluations": 3 * 8 * 64, "full": 3 * 8 * 64, "saved": 0.0,
+                    "parents_changed": 0}
+    loose = replay(records, [32, 32], [16, 32], 0.3, 4)
+    assert loose["evaluations"] < loose["full"] and 0 < loose["saved"] < 1

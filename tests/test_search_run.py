@@ -189,6 +189,8 @@ def test_a_race_that_settles_nothing_is_the_search_without_one(tmp_path):
         assert a["best_x"] == b["best_x"] and a["tokens"] == b["tokens"] and a["mean"] == pytest.approx(b["mean"])
         assert b["race"]["rungs"] == [2, 4, 6] and b["race"]["evaluations"] == b["race"]["full"] == 4 * 6
         assert b["race"]["tiers"] == ["raced"] * 4 and b["race"]["rows"] == [6] * 4
+        assert [len(r) for r in a["per_row"]] == [6] * 4 and sorted(map(sorted, a["per_row"])) == sorted(
+            map(sorted, b["per_row"]))  # each candidate's rewards per row (a race logs them in its rungs' order)
     from hyper_es.rundir import CHECKPOINT_FILE
 
     told = [json.loads((tmp_path / run / "search" / CHECKPOINT_FILE).read_text()) for run in ("run", "raced")]

@@ -224,6 +224,7 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
                     for i, (x, g) in zip(top, pairs)]
         return {**{key: sum(sc.timing[key] for sc in scores) for key in ("merge_load_s", "generate_s", "score_s")},
                 "val": vals, "val_tokens": validation.tokens - before,
+                "per_row": [sc.per_row for sc in scores],  # each candidate's rewards on its rows (racing replays)
                 "reward_errors": sum(sc.reward_errors for sc in scores),
                 "fidelity_max": max(sc.fidelity for sc in scores),
                 "fidelity_mean": float(np.mean([sc.fidelity for sc in scores]))}
