@@ -73,13 +73,9 @@ def get(name: str) -> Reward:
 
 
 def _import(spec: str) -> Reward:
-    import importlib
+    from hyper_es.refs import import_ref
 
-    module, _, attr = spec.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"reward {spec!r} could not be imported: {exc}") from None
+    fn = import_ref(spec, "reward")
     if not callable(fn):
         raise ConfigError(f"reward {spec!r} is not callable")
     return fn

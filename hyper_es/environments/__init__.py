@@ -1,0 +1,10 @@
+"""Multi-turn environments in TRL's `environment_factory` shape (issue 45): the contract, the tool calls parsed from
+completions, and two shipped environments. Episodes in the engine, fitness on episodes and the recipe section come
+next (not built yet)."""
+
+from hyper_es.environments.builtin import SHIPPED, rows
+from hyper_es.environments.calls import BadCall, ToolCall, parse_calls, run_call
+from hyper_es.environments.contract import check_environment, load_environment, tool_names, tool_schema, tools_of
+
+__all__ = ["SHIPPED", "BadCall", "ToolCall", "check_environment", "load_environment", "parse_calls", "rows",
+           "run_call", "tool_names", "tool_schema", "tools_of"]

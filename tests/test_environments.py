@@ -1,0 +1,132 @@
+"""Issue 45's foundation: the environment contract (TRL's `environment_factory` shape), tool calls parsed from a
+completion and run with limits, and the two shipped environments; a shipped class runs unchanged under TRL's
+GRPOTrainer."""
+
+from __future__ import annotations
+
+import pytest
+
+from hyper_es.environments import (BadCall, ToolCall, load_environment, parse_calls, rows, run_call, tool_names,
+                                   tools_of)
+from hyper_es.environments.builtin import Calculator, GuessNumber
+from hyper_es.errors import ConfigError
+
+
+def test_tool_calls_are_parsed_as_json_and_bad_ones_end_the_episode():
+    text = ('I will multiply.\n<tool_call>\n{"name": "multiply", "arguments": {"a": 12, "b": 3}}\n</tool_call>'
+            '<tool_call>{"name": "submit", "arguments": {"answer": 36}}</tool_call>')
+    assert parse_calls(text) == [ToolCall("multiply", {"a": 12, "b": 3}), ToolCall("submit", {"answer": 36})]
+    assert parse_calls("The answer is \\boxed{36}.") == []
+    for bad, why in (("<tool_call>{not json}</tool_call>", "not JSON"),
+                     ('<tool_call>["multiply"]</tool_call>', "not {"),
+                     ('<tool_call>{"name": "add", "arguments": {"a": "' + "9" * 5_000_000 + '"}}</tool_call>',
+                      "5000039 characters")):
+        with pytest.raises(BadCall, match=why):
+            parse_calls(bad)
+
+
+def test_a_tool_that_is_unknown_misused_or_raises_is_one_bad_call():
+    env = Calculator()
+    env.reset(target=7)
+    tools = tools_of(env)
+    assert run_call(tools, ToolCall("add", {"a": 3, "b": 4})) == "7"
+    for call, why in ((ToolCall("divide", {"a": 1, "b": 2}), "unknown tool 'divide'"),
+                      (ToolCall("add", {"a": 1}), "tool add raised TypeError"),
+                      (ToolCall("add", {"a": "x", "b": 1}), "tool add raised TypeError")):
+        with pytest.raises(BadCall, match=why):
+            run_call(tools, call)
+
+
+@pytest.mark.parametrize("horizon", [1, 2, 4])
+def test_the_calculator_is_solved_by_doing_each_operation_with_its_tools(horizon):
+    import re
+
+    for row in rows("calculator", 5, 0, horizon):
+        env = Calculator()
+        env.reset(**row)
+        text = row["prompt"].split("Compute ")[1].split(". Use")[0]
+        value = float(re.match(r"\(*(\d+)", text).group(1))
+        for op, b in re.findall(r" ([-+*]) (\d+)\)", text):
+            name = {"+": "add", "-": "subtract", "*": "multiply"}[op]
+            value = float(run_call(tools_of(env), ToolCall(name, {"a": value, "b": float(b)})))
+        assert env.calls == horizon and env.get_reward() == 0.0  # nothing submitted yet
+        run_call(tools_of(env), ToolCall("submit", {"answer": value}))
+        assert env.get_reward() == 1.0
+        env.reset(**row)
+        env.submit(value + 1)
+        assert env.get_reward() == 0.0
+
+
+@pytest.mark.parametrize("horizon", [1, 2, 4])
+def test_guessing_ends_when_found_or_out_of_guesses(horizon):
+    for row in rows("guess", 8, 1, horizon):
+        assert 1 <= row["secret"] <= 2 ** horizon and row["horizon"] == horizon
+        env = GuessNumber()
+        env.reset(**row)
+        lo, hi = 1, 2 ** horizon
+        for _ in range(horizon):  # binary search: finds it unless it needs one guess more than the horizon
+            mid = (lo + hi) // 2
+            answer = env.guess(mid)
+            if answer == "correct":
+                break
+            lo, hi = (mid + 1, hi) if answer == "higher" else (lo, mid - 1)
+        assert env.get_reward() == float(env.solved)
+        assert env.guess(row["secret"]) == "no guesses left" or env.solved is False
+        env.reset(**row)
+        assert env.guess(row["secret"]) == "correct" and env.get_reward() == 1.0
+
+
+class NoReset:
+    def act(self, x: int) -> int:
+        """Act.
+
+        Args:
+            x: A number.
+        """
+        return x
+
+
+class Undocumented:
+    def reset(self, **row):
+        return None
+
+    def act(self, x):
+        return x
+
+
+def test_an_environment_is_named_like_a_reward_and_checked_once():
+    assert load_environment("calculator") is Calculator and tool_names(Calculator) == [
+        "add", "multiply", "submit", "subtract"]
+    assert load_environment("hyper_es.environments.builtin:GuessNumber") is GuessNumber
+    for spec, why in (("test_environments:NoReset", "expected a reset"),
+                      ("test_environments:Undocumented", "tool act:"),
+                      ("test_environments:Missing", "could not be imported"),
+                      ("calculator_typo", "expected 'package.module:name'")):
+        with pytest.raises(ConfigError, match=why):
+            load_environment(spec)
+
+
+def test_a_shipped_environment_runs_unchanged_under_trl(tmp_path, monkeypatch):
+    """TRL's GRPOTrainer takes the class as its environment_factory (one step, the tiny model): it finds the same
+    tools and scores rollouts with get_reward. The tiny model's chat template renders no tool calls, so the
+    tokenizer gets TRL's Qwen2.5 template, the documented fallback."""
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from hyper_es import models
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    path = models.resolve("tiny-random")
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.chat_template = qwen2_5_chat_template
+    data = [{"prompt": [{"role": "user", "content": r["prompt"]}], "secret": r["secret"], "horizon": r["horizon"]}
+            for r in rows("guess", 4, 0, 2)]
+    cfg = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
+                     max_completion_length=8, use_cpu=True, report_to=[], max_tool_calling_iterations=2, save_strategy="no")
+    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), processing_class=tok, reward_funcs=None,
+                          args=cfg, train_dataset=datasets.Dataset.from_list(data), environment_factory=GuessNumber)
+    assert [t.__name__ for t in trainer.tools] == tool_names(GuessNumber)
+    trainer.train()
+    assert "rewards/GuessNumber/mean" in trainer.state.log_history[0]
