@@ -130,3 +130,91 @@ def test_a_shipped_environment_runs_unchanged_under_trl(tmp_path, monkeypatch):
     assert [t.__name__ for t in trainer.tools] == tool_names(GuessNumber)
     trainer.train()
     assert "rewards/GuessNumber/mean" in trainer.state.log_history[0]
+
+
+class Scripted:
+    """An engine at the unit level: each completion is `script(prompt text)`, tokenised (cut at the turn's cap)."""
+
+    def __init__(self, tok, script):
+        self.tok, self.script, self.calls = tok, script, 0
+
+    def generate_groups(self, groups):
+        self.calls += 1
+        return [[[self.tok.encode(self.script(self.tok.decode(p))[: 16 * s.max_tokens],  # ≥ 1 character a token
+                                  add_special_tokens=False)[: s.max_tokens]] for p in prompts] for prompts, s in groups]
+
+
+def _call(name: str, **arguments) -> str:
+    import json
+
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def tiny_tok():
+    from transformers import AutoTokenizer
+
+    from hyper_es import models
+
+    return AutoTokenizer.from_pretrained(models.resolve("tiny-random"))
+
+
+def test_episodes_end_answered_at_their_limits_or_at_a_bad_call(tiny_tok):
+    """Several episodes batched per turn: solved by tool calls then an answer; a model that never stops calling
+    tools ends at max_turns; a tool that raises, and a 5 MB argument, end with reward 0 (the argument cut at the
+    turn's cap; a call past 4,096 characters within the caps refused unread); an episode that reaches its
+    token budget ends there, and a completion is cut at the turn's cap."""
+    from hyper_es.environments import Limits, run_episodes
+
+    pad = " x" * 60  # > 60 tokens of the tiny tokenizer
+    n_pad = len(tiny_tok.encode(pad, add_special_tokens=False))
+
+    def script(prompt: str) -> str:
+        done = prompt.count("<tool_response>")
+        if "Compute (1200" in prompt:
+            return [_call("multiply", a=1200, b=3), _call("submit", answer=3600), "The answer is 3600."][done]
+        if "loop" in prompt:
+            return _call("add", a=1, b=1)
+        if "raise" in prompt:
+            return _call("add", a=1)
+        if "huge" in prompt:
+            return _call("add", a="9" * 5_000_000, b=1)
+        if "big" in prompt:
+            return _call("add", a="9" * 50_000, b=1)
+        if "long" in prompt:
+            return _call("add", a=1, b=1) + pad  # a call, then text: the cap cuts the text
+        return pad * 3
+    rows = [{"id": "c", "prompt": "Compute (1200 * 3).", "target": 3600}] + [
+        {"id": k, "prompt": k, "target": 1} for k in ("loop", "raise", "huge", "long", "talk")]
+    engine = Scripted(tiny_tok, script)
+    limits = Limits(max_turns=3, max_tokens=2 * n_pad, turn_tokens=n_pad)
+    eps = {e.row_id: e for e in run_episodes(engine, tiny_tok, Calculator, rows, limits)}
+    assert {k: v for k, v in eps["c"].record().items() if k != "tokens"} == {
+        "id": "c", "turns": 3, "tool_calls": 2, "reward": 1.0, "end": "answered"}
+    assert eps["loop"].end == "max_turns" and eps["loop"].turns == 3 and eps["loop"].tool_calls == 3
+    assert eps["raise"].end.startswith("bad_call: tool add raised TypeError") and eps["raise"].reward == 0.0
+    assert eps["huge"].end == "answered" and eps["huge"].tokens == n_pad  # cut at the cap: never a 5 MB call
+    big = {"id": "big", "prompt": "big", "target": 1}  # a call past MAX_CALL_CHARS within the caps: refused unread
+    huge = run_episodes(Scripted(tiny_tok, script), tiny_tok, Calculator, [big],
+                        Limits(max_turns=3, max_tokens=10**6, turn_tokens=10**6))[0]
+    assert huge.end.startswith("bad_call: a tool call of") and huge.turns == 1 and huge.reward == 0.0
+    assert eps["long"].end == "max_tokens" and eps["long"].tokens == 2 * n_pad and eps["long"].turns == 2
+    assert eps["talk"].end == "answered" and eps["talk"].tokens == n_pad  # cut at the turn's cap, no tool call
+    assert all(e.reward == 0.0 for k, e in eps.items() if k != "c")
+
+
+def test_batched_episodes_give_the_rewards_of_episodes_one_by_one(tiny_tok):
+    """On the tiny model (HF, greedy), the guess environment's episodes batched per turn and one at a time."""
+    from hyper_es import models
+    from hyper_es.engine.hf import HFGenerator
+    from hyper_es.environments import Limits, run_episodes
+    from hyper_es.environments.episodes import chat_template
+
+    model, tok = models.load("tiny-random")
+    engine, limits = HFGenerator(model, tok, batch_size=8), Limits(max_turns=2, max_tokens=16, turn_tokens=8)
+    template = chat_template(tok)
+    assert template is not None  # the tiny model's own template renders no tool calls: the fallback
+    episodes = rows("guess", 4, 0, 2)
+    batched = [e.record() for e in run_episodes(engine, tok, GuessNumber, episodes, limits, template=template)]
+    alone = [run_episodes(engine, tok, GuessNumber, [r], limits, template=template)[0].record() for r in episodes]
+    assert batched == alone and all(r["turns"] >= 1 for r in batched)

@@ -1,10 +1,11 @@
 """Multi-turn environments in TRL's `environment_factory` shape (issue 45): the contract, the tool calls parsed from
-completions, and two shipped environments. Episodes in the engine, fitness on episodes and the recipe section come
-next (not built yet)."""
+completions, two shipped environments, and episodes played on an engine, batched per turn. Fitness on episodes and
+the recipe section come next (not built yet)."""
 
 from hyper_es.environments.builtin import SHIPPED, rows
 from hyper_es.environments.calls import BadCall, ToolCall, parse_calls, run_call
+from hyper_es.environments.episodes import Episode, Limits, run_episodes
 from hyper_es.environments.contract import check_environment, load_environment, tool_names, tool_schema, tools_of
 
-__all__ = ["SHIPPED", "BadCall", "ToolCall", "check_environment", "load_environment", "parse_calls", "rows",
+__all__ = ["SHIPPED", "BadCall", "Episode", "Limits", "ToolCall", "run_episodes", "check_environment", "load_environment", "parse_calls", "rows",
            "run_call", "tool_names", "tool_schema", "tools_of"]
