@@ -195,6 +195,12 @@ class DirectionSet:
         return cls(index["base"], dirs, validate=validate)
 
 
+def adapter_delta(base: str | Path, folder: str | Path, name: str) -> dict:
+    """{tensor: ΔW} of one PEFT adapter folder on `base` (its B·A·alpha/r per tensor, fp32)."""
+    ds = DirectionSet.from_adapters(base, [folder], [name])
+    return {t: ds.delta(0, t).float() for t in ds[0].parts}
+
+
 def load_direction(folder: Path, name: str) -> Direction:
     """One direction stored in a run folder: a PEFT adapter (a trained job, an imported adapter) or a one-direction
     saved set (imported from a DirectionSet)."""

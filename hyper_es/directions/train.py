@@ -314,15 +314,14 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
 
 def adapter_start(recipe: Recipe, run_dir: Path) -> dict:
     """{tensor: ΔW} of `gradient.baseline_start`, the imported adapter RUN/directions/<name>/ (fp32)."""
-    from hyper_es.directions import DirectionSet
+    from hyper_es.directions.set import adapter_delta
 
     name = recipe.gradient.baseline_start
     folder = Path(run_dir) / DIRECTIONS_DIR / name
     if not (folder / "adapter_config.json").is_file():
         raise HyperESError(f"{folder}: gradient.baseline_start names '{name}', which is not imported into the run "
                            f"(expected one of directions.adapters, imported by `hyper-es collect` or `run`)")
-    ds = DirectionSet.from_adapters(recipe.model.name, [folder], [name])
-    return {t: ds.delta(0, t).float() for t in ds[0].parts}
+    return adapter_delta(recipe.model.name, folder, name)
 
 
 def make_trainer(recipe: Recipe, job: JobSpec, trainer_dir: Path, model, tok, rows: list[dict], tasks: list[Task],

@@ -47,10 +47,9 @@ def _merge_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
 
 
 def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
-    from hyper_es.directions import DirectionSet
     from hyper_es.directions.jobs import SNAPSHOTS
-
     from hyper_es.directions.manifest import adapter_started
+    from hyper_es.directions.set import adapter_delta
 
     step = names.snapshot_step(row)
     name = "baseline" if step is not None else row
@@ -58,8 +57,7 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     if not (folder / "adapter_config.json").is_file():
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
-    ds = DirectionSet.from_adapters(recipe.model.name, [folder], [row])
-    delta = {t: ds.delta(0, t) for t in ds[0].parts}
+    delta = adapter_delta(recipe.model.name, folder, row)
     start = adapter_started(run_dir / DIRECTIONS_DIR / "baseline") if name == "baseline" else None
     for t, d in (_adapter_update(run_dir, start, recipe) if start else {}).items():  # trained on top of it
         delta[t] = delta[t] + d if t in delta else d
