@@ -28,6 +28,7 @@ Per seed N (gradient.seed = fitness.seed = N), every stage in its own run folder
    candidate by validation is the row. It checkpoints every step, so it resumes across kills; --train-only runs
    its training alone (no engine), beside another stage.
 6. cheap: issue 44's cheaper search (`CHEAP`) from the main search's start, at a quarter of its tokens.
+7. raced: issue 44's racing (`RACED`): today's search from the main search's start, its generations raced.
 Artefacts (no weights) go to --results/seed<N>/<stage>/; summary.json / summary.md / the figures pair every
 Hyper-ES row with every control per seed and pooled over seeds (problems resampled within seed × task), with the
 seed-level mean and range beside the pooled CI, and check the goal.
@@ -51,7 +52,7 @@ from hyper_es.compare.run import link  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
 logger = logging.getLogger("decide")
-STAGES = ("grid", "main", "difficulty", "coevolve", "controls", "equal", "cheap")
+STAGES = ("grid", "main", "difficulty", "coevolve", "controls", "equal", "cheap", "raced")
 COPY = ["recipe.yaml", "report.json", "report.md", "geometry.json", "search/generations.jsonl",
         "search/result.json", "search/best.json", "search/scale_scan.json", "search/checkpoint.json",
         "directions/difficulty.json", "equal_compute.json", "search/prompt.json", "scale_fit.json"]
@@ -74,6 +75,9 @@ COEVOLVE_GENES = {
 # budget of a quarter of the main row's search and selection tokens (the guard's two validation scorings come on top).
 CHEAP = {"fitness.minibatch": 32, "fitness.rescore_top": 0, "search.recommend": "mean", "eval.k": [1]}
 CHEAP_SHARE = 4
+# Issue 44's racing, fixed before it runs: today's search (same rows, generations and re-scores), each generation
+# raced over rungs of 32 and 64 of its 128 rows at the module's default confidence; only what racing changes.
+RACED = {"fitness.race": {"rungs": [32, 64], "delta": 0.05}}
 ARMS = {"prompt": "fixed", "both": "search"}  # arm -> coevolve.weights (the parameter-only arm is the main run)
 
 
@@ -243,6 +247,19 @@ def run_cheap(args, seed: int, lr: float) -> Path:
     return folder
 
 
+def run_raced(args, seed: int, lr: float) -> Path:
+    """Issue 44's racing (`RACED`): today's search on the main run's directions from its start (the scale scan
+    copied, its tokens charged again), each generation raced; the folder links the main run's rows."""
+    from hyper_es.pipeline import run
+
+    main = run_main(args, seed, lr)
+    folder = from_main_start(main, "raced")
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-raced", overrides=RACED)
+    restore(args.results / f"seed{seed}" / "raced", folder)
+    run(recipe, folder)
+    return folder
+
+
 def run_controls(args, seed: int, lr: float) -> Path:
     """The prompt control (`coevolve.controls: [scaled]`): the main run's `scaled` weights with the best one-gene
     prompt per task by validation, from the co-evolution arms' genes. Its folder links the main run's directions and
@@ -363,7 +380,7 @@ def run_stages(args) -> None:
     for seed in args.seeds:
         chosen_lr(args, seed)
     for stage, fn in (("main", run_main), ("difficulty", run_difficulty), ("coevolve", run_coevolve),
-                      ("controls", run_controls), ("equal", run_equal), ("cheap", run_cheap)):
+                      ("controls", run_controls), ("equal", run_equal), ("cheap", run_cheap), ("raced", run_raced)):
         for seed in args.seeds if stage in args.stages else []:
             lr = chosen_lr(args, seed)
             done = fn(args, seed, lr)

@@ -27,6 +27,7 @@ ROWS = {  # label -> (stage, row name in that stage's run folder)
     "coevolution-own-prompt": ("coevolve-both", "hyper-es"),  # the same coefficients, the tasks' own prompts
     "scaled+prompt": ("controls", "scaled+prompt"),  # scaled with the best one-gene prompt by validation
     "hyper-es-cheap": ("cheap", "hyper-es"),  # issue 44: the cheaper search, from the main search's start
+    "hyper-es-raced": ("raced", "hyper-es"),  # issue 44: today's search with its generations raced
 }
 PROMPTED = ("prompt-only", "coevolution", "scaled+prompt")  # rows with a chosen prompt (rows.prompt_file)
 CONTROLS = ("baseline-best", "scaled", "grpo-equal-compute")
@@ -43,13 +44,14 @@ ABLATIONS = (*((m, f"{m}-start") for m in METHODS), *((f"{m}-start", c) for m in
 # What more compute per step buys the baseline, against its tuned early stop (a control against a control).
 CONTROL_PAIRS = (("grpo-equal-compute", "baseline-best"),)
 # Issue 44: the cheaper search against today's search, its start and the controls it must not fall behind.
-CHEAP_PAIRS = tuple(("hyper-es-cheap", ref) for ref in ("hyper-es", "hyper-es-start", "scaled", "baseline-best"))
+CHEAP_PAIRS = tuple((row, ref) for row in ("hyper-es-cheap", "hyper-es-raced")
+                    for ref in ("hyper-es", "hyper-es-start", "scaled", "baseline-best"))
 PLAN = ComparePlan(
     title="Re-decision: Hyper-ES against the strongest simple controls (SmolLM2-135M, leak-free splits)",
     rows=ROWS, methods=list(METHODS), controls=list(CONTROLS), refs=["baseline", "base"],  # each method against each control and ref
     pairs=[*ABLATIONS, *CONTROL_PAIRS, *COEVOLVE_PAIRS, *CHEAP_PAIRS], prompted=list(PROMPTED), transfer="gsm8k",
     transfer_label="GSM8K", equal_arm="equal", scale_fit_arms=["main", "difficulty"],
-    partial_arms=["main", "difficulty", "cheap"], curves={"main": "baseline", "equal": "grpo-equal-compute"})
+    partial_arms=["main", "difficulty", "cheap", "raced"], curves={"main": "baseline", "equal": "grpo-equal-compute"})
 
 
 def write_summary(results: Path, seeds: list[int]) -> dict:
