@@ -24,12 +24,12 @@ sys.path.insert(0, str(ROOT))
 
 
 def interleaved(per_row: list[float], sizes: list[int]) -> np.ndarray:
-    """Rewards in task-then-row order (the Scorer's) put in the search's racing order: tasks round-robin."""
-    parts, start = [], 0
-    for n in sizes:
-        parts.append(per_row[start:start + n])
-        start += n
-    return np.array([p[i] for i in range(max(sizes)) for p in parts if i < len(p)], dtype=float)
+    """Rewards in task-then-row order (the Scorer's) put in the search's racing order (search/racing.py)."""
+    from hyper_es.search import racing
+
+    starts = np.cumsum([0, *sizes[:-1]])
+    order = racing.interleaved({str(k): n for k, n in enumerate(sizes)})
+    return np.array([per_row[starts[int(k)] + i] for k, i in order], dtype=float)
 
 
 def replay(records: list[dict], sizes: list[int], rungs: list[int], delta: float, parents: int) -> dict:

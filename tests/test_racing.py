@@ -57,8 +57,8 @@ def test_the_ranking_told_puts_settled_in_above_raced_above_settled_out():
 def test_a_candidate_is_settled_only_when_its_paired_differences_say_so():
     hard = np.array([1.0] * 40 + [0.0] * 24)  # the rows one candidate solves, nested in each other's (a shared row set)
     easy, mid, low = np.ones(64), np.array([1.0] * 50 + [0.0] * 14), np.array([1.0] * 10 + [0.0] * 54)
-    assert in_doubt({0: easy, 1: mid, 2: hard, 3: low}, places=2, delta=0.05) == ([1, 2], 1)  # 0 in, 3 out
-    assert in_doubt({0: easy, 1: mid, 2: hard, 3: low}, places=2, delta=0) == ([0, 1, 2, 3], 0)  # none settles
+    assert in_doubt({0: easy, 1: mid, 2: hard, 3: low}, places=2, delta=0.05) == ([1, 2], [0])  # 0 in, 3 out
+    assert in_doubt({0: easy, 1: mid, 2: hard, 3: low}, places=2, delta=0) == ([0, 1, 2, 3], [])  # none settles
     hoeffding = 2 * np.sqrt(np.log(40) / 2000)
     assert bound(easy - hard, 0.05) == pytest.approx(2 * np.sqrt(np.log(40) / 128))  # few rows: Hoeffding's
     assert bound(np.full(1000, 0.1), 0.05) < hoeffding / 2  # many rows that agree: Bernstein's, far tighter

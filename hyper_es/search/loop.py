@@ -77,18 +77,19 @@ def raced_scores(scorer, pool: dict, s, candidates: list, generation: int, paren
     candidate, evaluations, and `told`, the ranking for the strategy)."""
     from hyper_es.errors import DataError
     from hyper_es.fitness import Score, fitness_rows
-    from hyper_es.search.racing import TIERS, race
+    from hyper_es.search.racing import TIERS, interleaved, race
 
     rows = fitness_rows(pool, s, generation)
-    order = [(name, i) for i in range(max(map(len, rows.values()), default=0)) for name in rows if i < len(rows[name])]
+    order = interleaved({name: len(r) for name, r in rows.items()})
     rungs = [r for r in s.race.rungs if r < len(order)] + [len(order)]
-    labels: list[str] = []  # each flattened row's task, in the order the scorer returns per-row rewards
+    # A rung's rows per task (in the pool's task order, the Scorer's: its per-row rewards come task by task).
+    bounds = list(zip([0, *rungs[:-1]], rungs))
+    parts_of = {lo: {name: [rows[name][i] for n, i in order[lo:hi] if n == name] for name in rows} for lo, hi in bounds}
+    labels = np.array([name for lo, _ in bounds for name, r in parts_of[lo].items() for _ in r])
     parts: dict[int, list] = {c: [] for c in range(len(candidates))}
 
     def score(cands: list[int], lo: int, hi: int):
-        part = {name: [rows[name][i] for n, i in order[lo:hi] if n == name] for name in rows}
-        part = {name: r for name, r in part.items() if r}
-        labels.extend(name for name in part for _ in part[name])
+        part = {name: r for name, r in parts_of[lo].items() if r}
         scores = scorer.score_many([candidates[c] for c in cands], part, samples=s.samples,
                                    temperature=s.temperature, seed=s.seed + generation, reward=reward)
         for c, sc in zip(cands, scores):
@@ -99,7 +100,7 @@ def raced_scores(scorer, pool: dict, s, candidates: list, generation: int, paren
         return np.array([sc.per_row for sc in scores])
 
     def mean(r: np.ndarray) -> float:
-        tasks = np.array(labels[: len(r)])
+        tasks = labels[: len(r)]
         present = [n for n in rows if (tasks == n).any()]
         return sum(weights[n] * float(np.mean(r[tasks == n])) for n in present) / sum(weights[n] for n in present)
 
@@ -127,7 +128,7 @@ def score_generation(scorer, pool: dict, s, *, reward=None, answers: bool = Fals
 
     def evaluate(candidates: list, generation: int) -> tuple[list[float], dict]:
         raced = {}
-        if race is not None and s.race is not None:
+        if race is not None:
             scores, raced = raced_scores(scorer, pool, s, candidates, generation, *race, reward=reward)
             for _ in candidates:
                 if on_candidate:

@@ -44,6 +44,12 @@ class Race:
     told: list[float]  # the ranking told to the strategy: tier first, then the mean on the rows the tier shares
 
 
+def interleaved(sizes: dict[str, int]) -> list[tuple[str, int]]:
+    """The order racing scores a minibatch's rows in: (task, row index), the tasks round-robin, so every rung holds
+    each task in proportion."""
+    return [(name, i) for i in range(max(sizes.values(), default=0)) for name in sizes if i < sizes[name]]
+
+
 def bound(diffs: np.ndarray, delta: float, span: float = 1.0) -> float:
     """A half-width for the mean of paired differences (each in [-span, span]) at confidence 1 - delta: the smaller
     of Hoeffding's and the empirical Bernstein bound (Maurer and Pontil), which shrinks with their variance: on rows
@@ -57,22 +63,23 @@ def bound(diffs: np.ndarray, delta: float, span: float = 1.0) -> float:
     return min(hoeffding, bernstein)
 
 
-def in_doubt(rewards: dict[int, np.ndarray], places: int, delta: float, span: float = 1.0) -> tuple[list[int], int]:
+def in_doubt(rewards: dict[int, np.ndarray], places: int, delta: float,
+             span: float = 1.0) -> tuple[list[int], list[int]]:
     """(the racing candidates, their rewards on the same rows, whose side of the `places` best is not yet settled;
-    how many were settled inside). A candidate inside is settled when its paired difference with every candidate
+    those settled inside, best first). A candidate inside is settled when its paired difference with every candidate
     outside is above 0 with confidence, one outside when every candidate inside is above it."""
     order = sorted(rewards, key=lambda c: -rewards[c].mean())
     if places <= 0 or places >= len(order):
-        return [], min(max(places, 0), len(order))
+        return [], order[:max(places, 0)]
     inside, outside = order[:places], order[places:]
 
     def ahead(a: int, b: int) -> bool:
         d = rewards[a] - rewards[b]
         return d.mean() - bound(d, delta, span) > 0
 
-    settled_in = {c for c in inside if all(ahead(c, o) for o in outside)}
-    settled = settled_in | {o for o in outside if all(ahead(c, o) for c in inside)}
-    return [c for c in order if c not in settled], len(settled_in)
+    settled_in = [c for c in inside if all(ahead(c, o) for o in outside)]
+    settled = set(settled_in) | {o for o in outside if all(ahead(c, o) for c in inside)}
+    return [c for c in order if c not in settled], settled_in
 
 
 def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: float = 0.05,
@@ -92,12 +99,11 @@ def race(score: Score, n: int, rungs: Sequence[int], parents: int, *, delta: flo
         lo = hi
         if hi == rungs[-1]:
             break
-        ranked = sorted(racing, key=lambda c: -rewards[c].mean())
-        racing, taken = in_doubt({c: rewards[c] for c in racing}, places, delta, span)
-        settled = [c for c in ranked if c not in racing]
-        for c in settled:  # in_doubt settles the best `taken` of them in, the rest out
-            tiers[c] = 1 if c in settled[:taken] else -1
-        places -= taken  # settled in: a parent's place taken
+        before = racing
+        racing, settled_in = in_doubt({c: rewards[c] for c in racing}, places, delta, span)
+        for c in set(before) - set(racing):
+            tiers[c] = 1 if c in settled_in else -1
+        places -= len(settled_in)  # settled in: a parent's place taken
         if not racing:
             break
     rows = [len(rewards[c]) for c in range(n)]
