@@ -66,6 +66,6 @@ def tool_schema(fn) -> dict:
     return get_json_schema(fn)
 
 
-def tools_of(env: object) -> dict:
-    """{name: bound method} of an environment instance's tools."""
-    return {name: getattr(env, name) for name in tool_names(type(env))}
+def tools_of(env: object, names: list[str] | None = None) -> dict:
+    """{name: bound method} of an environment instance's tools (`names`: its class's `tool_names`, found once)."""
+    return {name: getattr(env, name) for name in (names if names is not None else tool_names(type(env)))}

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from hyper_es.environments.calls import BadCall, parse_calls, run_call
-from hyper_es.environments.contract import tool_schema, tools_of
+from hyper_es.environments.contract import tool_names, tool_schema, tools_of
 from hyper_es.sampling import Sampling
 
 
@@ -68,7 +68,8 @@ def run_episodes(engine, tok, env_cls: type, rows: list[dict], limits: Limits = 
     `template`: a chat template (default: the tokenizer's own where it renders tool calls, else the fallback)."""
     episodes, t0 = start(env_cls, rows), time.monotonic()
     template = template or chat_template(tok)
-    schemas = [tool_schema(fn) for fn in tools_of(env_cls()).values()]
+    names = tool_names(env_cls)  # found once: each turn binds them to its episode's environment
+    schemas = [tool_schema(getattr(env_cls, n)) for n in names]
     while running := [e for e in episodes if e.end is None]:
         if time.monotonic() - t0 > limits.wall_s:
             for e in running:
@@ -82,7 +83,7 @@ def run_episodes(engine, tok, env_cls: type, rows: list[dict], limits: Limits = 
                    _capped(sampling, cap)) for cap, group in caps.items()]
         for group, outs in zip(caps.values(), engine.generate_groups(groups), strict=True):
             for e, completions in zip(group, outs, strict=True):
-                _turn(e, tok.decode(completions[0], skip_special_tokens=True), len(completions[0]), limits)
+                _turn(e, tok.decode(completions[0], skip_special_tokens=True), len(completions[0]), limits, names)
     return episodes
 
 
@@ -90,12 +91,12 @@ def _capped(s: Sampling, budget: int) -> Sampling:
     return Sampling(n=1, temperature=s.temperature, top_p=s.top_p, max_tokens=max(1, budget), seed=s.seed, stop=s.stop)
 
 
-def _turn(e: Episode, text: str, tokens: int, limits: Limits) -> None:
+def _turn(e: Episode, text: str, tokens: int, limits: Limits, names: list[str]) -> None:
     e.turns, e.tokens = e.turns + 1, e.tokens + tokens
     e.messages.append({"role": "assistant", "content": text})
     try:
         calls = parse_calls(text)
-        tools = tools_of(e.env)
+        tools = tools_of(e.env, names)
         for call in calls:
             e.tool_calls += 1
             e.messages.append({"role": "tool", "name": call.name, "content": run_call(tools, call)})
