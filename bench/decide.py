@@ -232,17 +232,23 @@ def run_cheap(args, seed: int, lr: float) -> Path:
     """Issue 44's cheaper search (`CHEAP`) on the main run's directions from the main search's start (its scale
     scan copied, its tokens charged again), with 1/`CHEAP_SHARE` of the main row's search and selection tokens as
     its budget. The folder links the main run's directions and evaluated rows, so only its hyper-es row is new."""
-    from hyper_es.pipeline import run
-
     main = run_main(args, seed, lr)
-    folder = from_main_start(main, "cheap")
     saved = args.results / f"seed{seed}" / "main" / "report.json"
     row = next(r for r in read_json(saved if saved.is_file() else main / "report.json", "")["rows"]
                if r["name"] == "hyper-es")
     budget = (row["search_tokens"] + row["select_tokens"]) // CHEAP_SHARE
-    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-cheap",
-                     overrides={**CHEAP, "search.max_tokens": budget})
-    restore(args.results / f"seed{seed}" / "cheap", folder)
+    return search_from_main_start(args, seed, lr, main, "cheap", {**CHEAP, "search.max_tokens": budget})
+
+
+def search_from_main_start(args, seed: int, lr: float, main: Path, stage: str, overrides: dict) -> Path:
+    """A stage's Hyper-ES run with `overrides` on the main run's directions, from the main search's start
+    (`from_main_start`), resumed from its saved artefacts."""
+    from hyper_es.pipeline import run
+
+    folder = from_main_start(main, stage)
+    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix=f"-{stage}",
+                     overrides=overrides)
+    restore(args.results / f"seed{seed}" / stage, folder)
     run(recipe, folder)
     return folder
 
@@ -250,14 +256,7 @@ def run_cheap(args, seed: int, lr: float) -> Path:
 def run_raced(args, seed: int, lr: float) -> Path:
     """Issue 44's racing (`RACED`): today's search on the main run's directions from its start (the scale scan
     copied, its tokens charged again), each generation raced; the folder links the main run's rows."""
-    from hyper_es.pipeline import run
-
-    main = run_main(args, seed, lr)
-    folder = from_main_start(main, "raced")
-    recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-raced", overrides=RACED)
-    restore(args.results / f"seed{seed}" / "raced", folder)
-    run(recipe, folder)
-    return folder
+    return search_from_main_start(args, seed, lr, run_main(args, seed, lr), "raced", RACED)
 
 
 def run_controls(args, seed: int, lr: float) -> Path:

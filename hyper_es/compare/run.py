@@ -131,13 +131,19 @@ def equal_planned(recipe: Recipe, seed_dir: Path) -> dict:
 
 def run_equal(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = EQUAL) -> None:
     """grpo-equal-compute: its own baseline (more completions per step), its early stop the row."""
+    baseline_arm(equal_recipe(recipe, seed_dir, seed, lr), seed_dir, EQUAL, rows=("base",), directions=False)
+
+
+def baseline_arm(mine: Recipe, seed_dir: Path, name: str, *, rows: tuple[str, ...], directions: bool) -> None:
+    """An arm whose row is a baseline job's early stop: the main run's `rows` linked, the job trained (with the
+    recipe's given directions imported where `directions`), then the arm's final evaluation and report."""
     from hyper_es.directions.collect import collect
     from hyper_es.pipeline import evaluate_and_report
     from hyper_es.recipe.isolate import in_own_process
 
-    mine, folder = equal_recipe(recipe, seed_dir, seed, lr), seed_dir / EQUAL
-    link(seed_dir / MAIN, folder, baseline=False, rows=("base",))
-    collect(mine, folder, baseline=True, directions=False)
+    folder = seed_dir / name
+    link(seed_dir / MAIN, folder, baseline=False, rows=rows)
+    collect(mine, folder, baseline=True, directions=directions)
     in_own_process(mine, "final evaluation and report", evaluate_and_report, folder, None)
 
 
@@ -145,18 +151,12 @@ def run_further(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str 
     """adapter-further: the given adapter best on the main run's validation, imported, and trained on by the
     baseline job (from base + its ΔW) with grpo-equal-compute's budget; its early stop the row."""
     from hyper_es.compare.further import choose, further_changes, given_names
-    from hyper_es.directions.collect import collect
-    from hyper_es.pipeline import evaluate_and_report
-    from hyper_es.recipe.isolate import in_own_process
 
-    folder = seed_dir / FURTHER
-    choice = choose(seed_dir / MAIN, folder, recipe)
+    choice = choose(seed_dir / MAIN, seed_dir / FURTHER, recipe)
     mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir)))
     logger.info("seed %d adapter-further: %s (validation %.3f) trained on", seed, choice["adapter"],
                 choice["val"][choice["adapter"]])
-    link(seed_dir / MAIN, folder, baseline=False, rows=("base", "uniform", *given_names(recipe)))
-    collect(mine, folder, baseline=True)
-    in_own_process(mine, "final evaluation and report", evaluate_and_report, folder, None)
+    baseline_arm(mine, seed_dir, FURTHER, rows=("base", "uniform", *given_names(recipe)), directions=True)
 
 
 def same_baseline(a: Recipe, b: Recipe) -> bool:
