@@ -41,20 +41,22 @@ def test_a_tool_that_is_unknown_misused_or_raises_is_one_bad_call():
 def test_the_calculator_is_solved_by_doing_each_operation_with_its_tools(horizon):
     import re
 
+    from hyper_es.environments.builtin import WORDS
+
     for row in rows("calculator", 5, 0, horizon):
+        assert [m["role"] for m in row["prompt"]] == ["user", "assistant", "user"]  # the demonstration, then the row
         env = Calculator()
         env.reset(**row)
-        text = row["prompt"].split("Compute ")[1].split(". Use")[0]
-        value = float(re.match(r"\(*(\d+)", text).group(1))
-        for op, b in re.findall(r" ([-+*]) (\d+)\)", text):
-            name = {"+": "add", "-": "subtract", "*": "multiply"}[op]
-            value = float(run_call(tools_of(env), ToolCall(name, {"a": value, "b": float(b)})))
-        assert env.calls == horizon and env.get_reward() == 0.0  # nothing submitted yet
-        run_call(tools_of(env), ToolCall("submit", {"answer": value}))
-        assert env.get_reward() == 1.0
-        env.reset(**row)
-        env.submit(value + 1)
+        text = row["prompt"][-1]["content"]
+        value = float(re.match(r"Take (\d+),", text).group(1))
+        said = {w: op for op, w in WORDS.items()}
+        for words, b in re.findall(r"(increased by|decreased by|multiplied by) (\d+)", text):
+            assert env.get_reward() == 0.0  # not done yet
+            value = float(run_call(tools_of(env), ToolCall(said[words], {"a": value, "b": float(b)})))
+        assert env.calls == horizon and env.get_reward() == 1.0
+        run_call(tools_of(env), ToolCall("add", {"a": value, "b": 1}))  # the last result is what counts
         assert env.get_reward() == 0.0
+    assert rows("calculator", 1, 0, 1, demo=False)[0]["prompt"] == rows("calculator", 1, 0, 1)[0]["prompt"][-1:]
 
 
 @pytest.mark.parametrize("horizon", [1, 2, 4])
@@ -95,8 +97,7 @@ class Undocumented:
 
 
 def test_an_environment_is_named_like_a_reward_and_checked_once():
-    assert load_environment("calculator") is Calculator and tool_names(Calculator) == [
-        "add", "multiply", "submit", "subtract"]
+    assert load_environment("calculator") is Calculator and tool_names(Calculator) == ["add", "multiply", "subtract"]
     assert load_environment("hyper_es.environments.builtin:GuessNumber") is GuessNumber
     for spec, why in (("test_environments:NoReset", "expected a reset"),
                       ("test_environments:Undocumented", "tool act:"),
@@ -121,8 +122,7 @@ def test_a_shipped_environment_runs_unchanged_under_trl(tmp_path, monkeypatch):
     path = models.resolve("tiny-random")
     tok = AutoTokenizer.from_pretrained(path)
     tok.chat_template = qwen2_5_chat_template
-    data = [{"prompt": [{"role": "user", "content": r["prompt"]}], "secret": r["secret"], "horizon": r["horizon"]}
-            for r in rows("guess", 4, 0, 2)]
+    data = rows("guess", 4, 0, 2)  # the rows the search plays are TRL's dataset rows (a conversational prompt)
     cfg = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=2,
                      max_completion_length=8, use_cpu=True, report_to=[], max_tool_calling_iterations=2, save_strategy="no")
     trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), processing_class=tok, reward_funcs=None,
@@ -172,7 +172,7 @@ def test_episodes_end_answered_at_their_limits_or_at_a_bad_call(tiny_tok):
     def script(prompt: str) -> str:
         done = prompt.count("<tool_response>")
         if "Compute (1200" in prompt:
-            return [_call("multiply", a=1200, b=3), _call("submit", answer=3600), "The answer is 3600."][done]
+            return [_call("multiply", a=1200, b=3), _call("add", a=3600, b=-1), "The answer is 3599."][done]
         if "loop" in prompt:
             return _call("add", a=1, b=1)
         if "raise" in prompt:
@@ -184,7 +184,7 @@ def test_episodes_end_answered_at_their_limits_or_at_a_bad_call(tiny_tok):
         if "long" in prompt:
             return _call("add", a=1, b=1) + pad  # a call, then text: the cap cuts the text
         return pad * 3
-    rows = [{"id": "c", "prompt": "Compute (1200 * 3).", "target": 3600}] + [
+    rows = [{"id": "c", "prompt": "Compute (1200 * 3 - 1).", "target": 3599}] + [
         {"id": k, "prompt": k, "target": 1} for k in ("loop", "raise", "huge", "long", "talk")]
     engine = Scripted(tiny_tok, script)
     limits = Limits(max_turns=3, max_tokens=2 * n_pad, turn_tokens=n_pad)

@@ -1,6 +1,7 @@
 """Multi-turn episodes on an engine (issue 45): each turn, every running episode's conversation is rendered with the
 chat template and its tools, and all of them are generated in one engine call; the tool calls in each completion are
-parsed and run; an episode ends when a completion calls no tool, at a limit, or at a bad call.
+parsed and run; an episode ends when a completion calls no tool, at a limit, or at a bad call. Several players (the
+candidates of a generation, each with its own episodes) share each turn's call (`play`).
 
 Limits per episode: `max_turns` completions, `max_tokens` generated tokens in all (each turn's completion is capped by
 what is left, and by `turn_tokens`), `wall_s` seconds since the episodes began. A bad call (see calls.py) ends the
@@ -49,16 +50,23 @@ def chat_template(tok) -> str | None:
     return None if supports_tool_calling(tok) else qwen2_5_chat_template
 
 
+def opening(row: dict, observation=None) -> list[dict]:
+    """An episode's first messages: the row's prompt (a string is the user message; a list of messages is a
+    conversational prompt, as TRL takes it), with what `reset` returned appended to the last user message."""
+    prompt = row["prompt"]
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    if isinstance(observation, str):
+        messages[-1]["content"] += observation  # on the last message, as TRL does
+    return messages
+
+
 def start(env_cls: type, rows: list[dict]) -> list[Episode]:
-    """One episode per row: a fresh environment reset with the row's fields, the row's prompt as the user message
-    (with what `reset` returns appended, as TRL appends it)."""
+    """One episode per row: a fresh environment reset with the row's fields, then its opening messages."""
     episodes = []
     for row in rows:
         env = env_cls()
-        fields = {k: v for k, v in row.items() if k != "id"}
-        observation = env.reset(**fields)
-        content = row["prompt"] + (observation if isinstance(observation, str) else "")
-        episodes.append(Episode(str(row["id"]), [{"role": "user", "content": content}], env))
+        observation = env.reset(**row)  # the whole row, as TRL passes it
+        episodes.append(Episode(str(row["id"]), opening(row, observation), env))
     return episodes
 
 
@@ -66,25 +74,42 @@ def run_episodes(engine, tok, env_cls: type, rows: list[dict], limits: Limits = 
                  sampling: Sampling = Sampling(), template: str | None = None) -> list[Episode]:
     """Play every row's episode to its end on `engine` (a generator or resident engine: `generate_groups`).
     `template`: a chat template (default: the tokenizer's own where it renders tool calls, else the fallback)."""
-    episodes, t0 = start(env_cls, rows), time.monotonic()
+    return play(lambda asks: [engine.generate_groups(asks[0])], tok, env_cls, [rows], limits, sampling=sampling,
+                template=template)[0]
+
+
+def play(generate, tok, env_cls: type, rows: list[list[dict]], limits: Limits = Limits(), *,
+         sampling: Sampling = Sampling(), template: str | None = None) -> list[list[Episode]]:
+    """Episodes of several players (`rows[p]`: player p's rows), every turn in one call `generate(asks)`: `asks[p]`
+    is player p's prompt groups (`generate_groups`' argument; [] once its episodes have ended) and the result is
+    each player's outputs. An engine with LoRA candidates passes `asks` to `generate_candidates`. With `sampling.n`
+    above 1, each row is played n times (its episodes next to each other)."""
+    players, t0 = [start(env_cls, [r for r in rs for _ in range(sampling.n)]) for rs in rows], time.monotonic()
     template = template or chat_template(tok)
     names = tool_names(env_cls)  # found once: each turn binds them to its episode's environment
     schemas = [tool_schema(getattr(env_cls, n)) for n in names]
-    while running := [e for e in episodes if e.end is None]:
+    while any(e.end is None for eps in players for e in eps):
         if time.monotonic() - t0 > limits.wall_s:
-            for e in running:
+            for e in (e for eps in players for e in eps if e.end is None):
                 _finish(e, "wall_s")
             break
-        caps: dict[int, list[Episode]] = {}  # one group per token cap left: a turn is one engine call
-        for e in running:
-            caps.setdefault(min(limits.turn_tokens, limits.max_tokens - e.tokens), []).append(e)
-        groups = [([tok.apply_chat_template(e.messages, tools=schemas, add_generation_prompt=True, tokenize=True,
-                                            chat_template=template, return_dict=False) for e in group],
-                   _capped(sampling, cap)) for cap, group in caps.items()]
-        for group, outs in zip(caps.values(), engine.generate_groups(groups), strict=True):
-            for e, completions in zip(group, outs, strict=True):
-                _turn(e, tok.decode(completions[0], skip_special_tokens=True), len(completions[0]), limits, names)
-    return episodes
+        caps = [_by_cap([e for e in eps if e.end is None], limits) for eps in players]
+        asks = [[([tok.apply_chat_template(e.messages, tools=schemas, add_generation_prompt=True, tokenize=True,
+                                           chat_template=template, return_dict=False) for e in group],
+                  _capped(sampling, cap)) for cap, group in by.items()] for by in caps]
+        for by, outs in zip(caps, generate(asks), strict=True):
+            for group, group_outs in zip(by.values(), outs, strict=True):
+                for e, completions in zip(group, group_outs, strict=True):
+                    _turn(e, tok.decode(completions[0], skip_special_tokens=True), len(completions[0]), limits, names)
+    return players
+
+
+def _by_cap(running: list[Episode], limits: Limits) -> dict[int, list[Episode]]:
+    """Running episodes grouped by the tokens their next completion may have: one prompt group each."""
+    caps: dict[int, list[Episode]] = {}
+    for e in running:
+        caps.setdefault(min(limits.turn_tokens, limits.max_tokens - e.tokens), []).append(e)
+    return caps
 
 
 def _capped(s: Sampling, budget: int) -> Sampling:
@@ -117,3 +142,32 @@ def _finish(e: Episode, why: str) -> None:
         e.end, e.reward = why, float(get_reward()) if callable(get_reward) else 0.0
     except Exception as exc:  # the environment's own failure: reward 0, counted by its end
         e.end, e.reward = f"reward_error: {type(exc).__name__}: {exc}", 0.0
+
+
+def summary(episodes: list[Episode]) -> dict:
+    """Counts over episodes: how many, turns, tool calls, tokens, and how they ended (by kind: answered, max_turns,
+    max_tokens, wall_s, bad_call, reward_error)."""
+    ends: dict[str, int] = {}
+    for e in episodes:
+        kind = (e.end or "running").split(":")[0]
+        ends[kind] = ends.get(kind, 0) + 1
+    return {"episodes": len(episodes), "turns": sum(e.turns for e in episodes),
+            "tool_calls": sum(e.tool_calls for e in episodes), "tokens": sum(e.tokens for e in episodes),
+            "ends": dict(sorted(ends.items()))}
+
+
+def combined(counts: list[dict]) -> dict:
+    """Several `summary` dicts added up (a generation's candidates, a race's rungs)."""
+    out: dict = {"episodes": 0, "turns": 0, "tool_calls": 0, "tokens": 0, "ends": {}}
+    for c in counts:
+        for key in ("episodes", "turns", "tool_calls", "tokens"):
+            out[key] += c[key]
+        for kind, n in c["ends"].items():
+            out["ends"][kind] = out["ends"].get(kind, 0) + n
+    out["ends"] = dict(sorted(out["ends"].items()))
+    return out
+
+
+def combined_by_task(per_score: list[dict]) -> dict:
+    """{task: combined counts} over several Scores' `episodes` ({task: summary})."""
+    return {t: combined([e[t] for e in per_score if t in e]) for t in sorted({t for e in per_score for t in e})}

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field
 
 from hyper_es import rewards
 from hyper_es.engine.base import Generator
+from hyper_es.environments import play, summary
+from hyper_es.environments.episodes import opening
 from hyper_es.sampling import Sampling
 from hyper_es.errors import ConfigError
 from hyper_es.evaluate.passk import mean_pass_at_k
@@ -64,7 +66,42 @@ def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test",
 
 def evaluate_tasks(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskResult]:
     """Every job in one engine call (the engine batches them all; HF runs one `generate` per job), each scored as
-    `evaluate_task` scores it. A result's `seconds` is its share of the call by generated tokens, plus its scoring."""
+    `evaluate_task` scores it. A result's `seconds` is its share of the call by generated tokens, plus its scoring.
+    A task with an environment is played instead (`_played`), after the others."""
+    single = [job for job in jobs if job.task.environment is None]
+    done = dict(zip(map(id, single), _generated(gen, tokenizer, single) if single else []))
+    return [done[id(job)] if id(job) in done else _played(gen, tokenizer, job) for job in jobs]
+
+
+def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
+    """An environment task's episodes (environments/episodes.py), `sampling.n` per row: a sample is correct when its
+    episode's reward is >= 1. Records keep each episode's counts and its messages after the prompt."""
+    t0, task = time.perf_counter(), job.task
+    sampling = job.sampling or task.sampling()
+    if max(job.ks) > sampling.n:
+        raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
+    rows = task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split)
+    episodes = play(lambda asks: [gen.generate_groups(asks[0])], tokenizer, task.environment, [rows], task.limits(),
+                    sampling=sampling)[0]
+    records, counts, scored, n = [], [], [], sampling.n
+    for i, row in enumerate(rows):
+        mine = episodes[i * n:(i + 1) * n]
+        scores = [e.reward for e in mine]
+        counts.append((n, sum(v >= 1.0 for v in scores)))
+        scored += scores
+        records.append({"id": row["id"], "reference": None, "scores": scores,
+                        "episodes": [{**e.record(), "messages": e.messages[len(opening(row)):]} for e in mine]})
+    result = TaskResult(task=task.name, split=job.split, backend=gen.backend, problems=len(rows), n=n,
+                        temperature=sampling.temperature, max_tokens=task.limits().max_tokens,
+                        pass_at={k: mean_pass_at_k(counts, k) for k in job.ks}, mean_reward=sum(scored) / len(scored),
+                        tokens=sum(e.tokens for e in episodes), seconds=time.perf_counter() - t0, records=records)
+    logger.info("%s/%s: %s over %d episodes (%s), %d tokens in %.1f s", task.name, job.split,
+                ", ".join(f"pass@{k}={v:.3f}" for k, v in result.pass_at.items()), len(episodes),
+                summary(episodes)["ends"], result.tokens, result.seconds)
+    return result
+
+
+def _generated(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskResult]:
     asks, t0 = [], time.perf_counter()
     for job in jobs:
         sampling = job.sampling or job.task.sampling()

@@ -2,7 +2,9 @@
 
 A candidate is whatever the engine's `set_genome` takes (a coefficient vector, an ES member, or None for the
 engine's resting weights); the Scorer never looks inside it. A candidate's prompts of every task go to the engine in
-one call (vLLM batches them together)."""
+one call (vLLM batches them together). A task with an environment is scored on episodes: each row's reward is its
+episode's, its tokens every turn's (environments/episodes.py), and the episodes of every candidate that an engine
+with LoRA candidates serves at once share each turn's call."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 
 from hyper_es import rewards
 from hyper_es.engine.fidelity import WARN_ABOVE
+from hyper_es.environments import play, summary
 from hyper_es.rewards.extract import final_answer
 from hyper_es.tasks import Task
 from hyper_es.tasks.scoring import reward_errors, score_completions
@@ -30,6 +33,7 @@ class Score:
     per_row: list[float] = field(default_factory=list)  # mean reward per problem, in row order (paired comparisons)
     fidelity: float = 0.0  # ‖installed − intended‖ / ‖intended‖ of the update the engine served (engine/fidelity.py)
     answers: list[str | None] = field(default_factory=list)  # first completion's final answer per problem (diversity)
+    episodes: dict = field(default_factory=dict)  # environment tasks: task -> counts of its episodes (summary)
 
 
 class Scorer:
@@ -55,7 +59,7 @@ class Scorer:
         """Tokenise (and length-check) every row up front: an over-long prompt fails now, not generations later."""
         for rows in splits:
             for task in self.tasks:
-                if rows.get(task.name):
+                if rows.get(task.name) and task.environment is None:
                     self._prompt_ids(task, rows[task.name])
 
     def score(self, x, rows: dict[str, list[dict]], *, samples: int = 1, temperature: float = 0.0,
@@ -67,10 +71,13 @@ class Scorer:
         self.engine.set_genome(x)
         fidelity = self._fidelity(getattr(self.engine, "last_fidelity", 0.0))
         t1 = time.perf_counter()
+        played_tasks = tasks
         tasks, groups = self._groups(rows, samples, temperature, seed, tasks)
-        outs = self.engine.generate_groups(groups)
+        outs = self.engine.generate_groups(groups) if groups else []
+        played = self._play([rows], samples, temperature, seed, played_tasks,
+                            lambda asks: [self.engine.generate_groups(asks[0])])[0]
         t2 = time.perf_counter()
-        score = self._tally(tasks, groups, rows, outs, reward, answers)
+        score = self._tally(tasks, groups, rows, outs, reward, answers, played)
         score.timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
         score.reward_errors, score.fidelity = reward_errors(failed), fidelity
         return score
@@ -85,24 +92,46 @@ class Scorer:
         return fidelity
 
     def _groups(self, rows, samples: int, temperature: float, seed: int, tasks=None) -> tuple[list[Task], list]:
-        tasks = [t for t in tasks or self.tasks if rows.get(t.name)]
+        """The single-turn tasks with rows, and their prompt groups (environment tasks are played: `_play`)."""
+        tasks = [t for t in tasks or self.tasks if rows.get(t.name) and t.environment is None]
         return tasks, [(self._prompt_ids(t, rows[t.name]), t.sampling(n=samples, temperature=temperature, seed=seed))
                        for t in tasks]
 
-    def _tally(self, tasks, groups, rows, outs, reward, answers: bool) -> Score:
+    def _play(self, rows: list[dict], samples: int, temperature: float, seed: int, tasks, generate) -> list[dict]:
+        """Each player's episodes per environment task ({task: [episode per row × sample]}); players: one per
+        entry of `rows`, every turn in one call of `generate` (see environments.play)."""
+        played = [{} for _ in rows]
+        for task in [t for t in tasks or self.tasks if t.environment is not None and rows[0].get(t.name)]:
+            sampling = task.sampling(n=samples, temperature=temperature, seed=seed)
+            for mine, eps in zip(played, play(generate, self.tok, task.environment, [r[task.name] for r in rows],
+                                              task.limits(), sampling=sampling)):
+                mine[task.name] = eps
+        return played
+
+    def _tally(self, tasks, groups, rows, outs, reward, answers: bool, played: dict) -> Score:
+        """The task-weighted mean reward, tokens and per-row rewards, in the Scorer's task order."""
+        generated = {t.name: (t, sampling, task_outs) for t, (_, sampling), task_outs in zip(tasks, groups, outs)}
         total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
-        for task, (_, sampling), task_outs in zip(tasks, groups, outs):
-            scored = []
-            for row, completions in zip(rows[task.name], task_outs, strict=True):
-                texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
-                scored += row_scores
-                per_row.append(float(np.mean(row_scores)))
-                if answers:
-                    finals.append(final_answer(texts[0]) if texts else None)
-                tokens += sum(map(len, completions))
+        for name in [t.name for t in self.tasks if t.name in played or t.name in generated]:
+            if name in played:  # an environment task: each episode's reward, every turn's tokens
+                eps, n = played[name], max(1, len(played[name]) // len(rows[name]))
+                task, scored = next(t for t in self.tasks if t.name == name), [e.reward for e in eps]
+                per_row += [float(np.mean(scored[i:i + n])) for i in range(0, len(scored), n)]
+                finals += [None] * len(rows[name]) if answers else []
+                tokens += sum(e.tokens for e in eps)
+            else:
+                (task, sampling, task_outs), scored = generated[name], []
+                for row, completions in zip(rows[name], task_outs, strict=True):
+                    texts, row_scores = score_completions(self.tok, task, row, completions, sampling.stop, reward)
+                    scored += row_scores
+                    per_row.append(float(np.mean(row_scores)))
+                    if answers:
+                        finals.append(final_answer(texts[0]) if texts else None)
+                    tokens += sum(map(len, completions))
             total += task.cfg.weight * float(np.mean(scored))
             weight += task.cfg.weight
-        return Score(total / weight, tokens, per_row=per_row, answers=finals)
+        return Score(total / weight, tokens, per_row=per_row, answers=finals,
+                     episodes={name: summary(eps) for name, eps in played.items()})
 
     def score_many(self, xs: list, rows: dict[str, list[dict]], *, on_done=None, samples: int = 1,
                    temperature: float = 0.0, seed: int = 0, reward=None, answers: bool = False,
@@ -123,12 +152,17 @@ class Scorer:
             return out
         t0 = time.perf_counter()
         made = [self._groups(rows, samples, temperature, seed, ts) for ts in per]
-        outs = self.engine.generate_candidates(xs, [groups for _, groups in made])
+        fidelities: list[float] = []  # each candidate's, from its first call
+        outs = [[] for _ in xs]
+        if any(groups for _, groups in made):
+            outs = self.engine.generate_candidates(xs, [groups for _, groups in made])
+            fidelities = list(self.engine.last_fidelities)
+        played = self._play([rows] * len(xs), samples, temperature, seed, per[0], self._turns(xs, fidelities))
         t1 = time.perf_counter()
         scores = []
-        for (tasks_x, groups), x_outs, fidelity in zip(made, outs, self.engine.last_fidelities, strict=True):
+        for (tasks_x, groups), x_outs, fidelity, x_played in zip(made, outs, fidelities, played, strict=True):
             t2, failed = time.perf_counter(), rewards.failures()
-            score = self._tally(tasks_x, groups, rows, x_outs, reward, answers)
+            score = self._tally(tasks_x, groups, rows, x_outs, reward, answers, x_played)
             score.fidelity, score.reward_errors = self._fidelity(fidelity), reward_errors(failed)
             # the batch's time (adapters registered, then one generation call for all), shared evenly
             score.timing = {"merge_load_s": 0.0, "generate_s": (t1 - t0) / len(xs),
@@ -137,3 +171,15 @@ class Scorer:
             if on_done:
                 on_done()
         return scores
+
+    def _turns(self, xs: list, fidelities: list[float]):
+        """A turn of every candidate's episodes in one call of an engine with LoRA candidates (the candidates
+        whose episodes have all ended sit it out); `fidelities` is filled by the first turn if still empty."""
+        def generate(asks: list) -> list:
+            live = [i for i, a in enumerate(asks) if a]
+            outs = self.engine.generate_candidates([xs[i] for i in live], [asks[i] for i in live]) if live else []
+            if not fidelities and len(live) == len(xs):
+                fidelities.extend(self.engine.last_fidelities)
+            got = dict(zip(live, outs, strict=True))
+            return [got.get(i, []) for i in range(len(asks))]
+        return generate

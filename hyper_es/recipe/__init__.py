@@ -6,6 +6,8 @@
 from hyper_es.recipe.data import (
     SOURCE_TAGS,
     BuiltinSource,
+    EnvironmentConfig,
+    EnvironmentSource,
     FileSource,
     HFSource,
     PromptConfig,
@@ -40,7 +42,8 @@ from hyper_es.recipe.serve import ServeConfig
 from hyper_es.recipe.training import METHODS, GradientConfig, JobOverride, LoraConfig, MergeConfig, ModelConfig
 
 __all__ = [
-    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EvalConfig", "ExecutorConfig", "FitnessConfig",
+    "METHODS", "SOURCE_TAGS", "AdapterRef", "BuiltinSource", "CompareConfig", "DirectionsConfig", "CoevolveConfig", "ESConfig", "EnvironmentConfig",
+    "EnvironmentSource", "EvalConfig", "ExecutorConfig", "FitnessConfig",
     "FileSource", "GradFitConfig", "GradientConfig", "HFSource", "JobOverride", "LoraConfig", "MergeConfig", "ModelConfig",
     "PromptConfig", "PromptSpace", "ReasoningGymSource", "Recipe", "Resources", "SearchConfig", "ServeConfig", "Source", "Strict",
     "TaskConfig", "format_validation_error", "load_recipe", "load_run_recipe", "move_search_fields", "pin_run_partitions",

@@ -56,8 +56,21 @@ class BuiltinSource(Strict):
     limit: PosInt | None = None
 
 
-Source = Annotated[Union[ReasoningGymSource, FileSource, HFSource, BuiltinSource], Field(discriminator="source")]
-SOURCE_TAGS = ("reasoning_gym", "file", "hf", "builtin")
+class EnvironmentSource(Strict):
+    """Episodes of a shipped environment (`calculator`, `guess`): `size` rows at `horizon`, drawn from `seed` (give
+    each split its own seed). A user's environment takes its rows from a file: a `prompt` and the fields its
+    `reset` takes."""
+
+    source: Literal["environment"]
+    name: Literal["calculator", "guess"]
+    size: PosInt
+    seed: NonNegInt = 0
+    horizon: PosInt = 1
+
+
+Source = Annotated[Union[ReasoningGymSource, FileSource, HFSource, BuiltinSource, EnvironmentSource],
+                   Field(discriminator="source")]
+SOURCE_TAGS = ("reasoning_gym", "file", "hf", "builtin", "environment")
 
 
 # --- tasks ---------------------------------------------------------------------------------------------------------
@@ -70,15 +83,37 @@ class PromptConfig(Strict):
     truncate: bool = False  # cut a question whose prompt does not fit in model.max_model_len (else: refused)
 
 
+class EnvironmentConfig(Strict):
+    """A multi-turn task's environment (TRL's `environment_factory` shape, see docs/environments.md) and the limits
+    of each episode: `max_turns` completions, `max_tokens` generated tokens in all (each completion capped by
+    `turn_tokens` too), `wall_s` seconds."""
+
+    factory: str = Field(description="a shipped environment (calculator, guess) or 'package.module:Class'")
+    max_turns: PosInt = 4
+    max_tokens: PosInt = 512
+    turn_tokens: PosInt = 128
+    wall_s: Annotated[float, Field(gt=0)] = 600.0
+
+    @field_validator("factory")
+    @classmethod
+    def _known_environment(cls, v: str) -> str:
+        from hyper_es.environments import load_environment
+
+        load_environment(v)  # raises naming the class and what is wrong with it
+        return v
+
+
 class TaskConfig(Strict):
-    """Data splits + prompt format + reward."""
+    """Data splits + prompt format + reward; or, with `environment`, multi-turn episodes whose reward is the
+    environment's."""
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]+$")]
     train: Source | None = None
     val: Source | None = None
     test: Source | None = None
     prompt: PromptConfig = Field(default_factory=PromptConfig)
-    reward: str
+    reward: str | None = None
+    environment: EnvironmentConfig | None = None
     reference: str | list[str] = "answer"
     max_tokens: PosInt = 256
     stop: list[str] = Field(default_factory=list)
@@ -86,16 +121,25 @@ class TaskConfig(Strict):
 
     @field_validator("reward")
     @classmethod
-    def _known_reward(cls, v: str) -> str:
+    def _known_reward(cls, v: str | None) -> str | None:
         from hyper_es import rewards
 
-        rewards.get(v)  # raises ValueError naming the registered rewards, or the import problem
+        if v is not None:
+            rewards.get(v)  # raises ValueError naming the registered rewards, or the import problem
         return v
 
     @model_validator(mode="after")
     def _has_data(self) -> TaskConfig:
         if not (self.train or self.val or self.test):
             raise ValueError("a task needs at least one of train, val, test")
+        if (self.reward is None) == (self.environment is None):
+            raise ValueError("a task needs a `reward`, or an `environment` whose episodes carry their own reward "
+                             "(not both)")
+        if self.environment is None and any(isinstance(getattr(self, s), EnvironmentSource)
+                                            for s in ("train", "val", "test")):
+            raise ValueError("source 'environment' makes episodes: set the task's `environment` (factory: ...)")
+        if self.environment is not None and self.prompt.few_shot:
+            raise ValueError("prompt.few_shot is for single-turn tasks; an environment's rows carry their own prompt")
         if self.prompt.few_shot and self.train is None:
             raise ValueError("prompt.few_shot > 0 draws examples from the train split, but this task has none")
         parts = {s: src for s in ("train", "val", "test") if isinstance(src := getattr(self, s), ReasoningGymSource)

@@ -75,6 +75,7 @@ def raced_scores(scorer, pool: dict, s, candidates: list, generation: int, paren
     `generation_scores` draws it) in rungs of rows, the tasks interleaved; a candidate's Score covers the rows it was
     scored on (its reward the task-weighted mean there). Returns (Scores, the race's record: rows and tier per
     candidate, evaluations, and `told`, the ranking for the strategy)."""
+    from hyper_es.environments import combined_by_task
     from hyper_es.errors import DataError
     from hyper_es.fitness import Score, fitness_rows
     from hyper_es.search.racing import TIERS, interleaved, race
@@ -110,7 +111,7 @@ def raced_scores(scorer, pool: dict, s, candidates: list, generation: int, paren
         out.append(Score(raced.fitness[c], sum(sc.tokens for sc in scs),
                          {k: sum(sc.timing.get(k, 0.0) for sc in scs) for k in ("merge_load_s", "generate_s", "score_s")},
                          sum(sc.reward_errors for sc in scs), [v for sc in scs for v in sc.per_row],
-                         max(sc.fidelity for sc in scs)))
+                         max(sc.fidelity for sc in scs), episodes=combined_by_task([sc.episodes for sc in scs])))
     record = {"rungs": rungs, "rows": raced.rows, "tiers": [TIERS[t] for t in raced.tiers],
               "evaluations": raced.evaluations, "full": len(order) * len(candidates)}
     return out, {"told": raced.told, "race": record}

@@ -25,6 +25,7 @@ from hyper_es.cost import Cost, stage_cost
 from hyper_es.directions import DirectionSet
 from hyper_es.directions.collect import prepare_search
 from hyper_es.engine import inplace_engine
+from hyper_es.environments import combined_by_task
 from hyper_es.errors import DataError
 from hyper_es import models, rewards
 from hyper_es.fitness import Score, Scorer, fitness_splits
@@ -227,7 +228,8 @@ def drive_search(st: Setup, scorer, validation: Validation, stack: contextlib.Ex
                 "per_row": [sc.per_row for sc in scores],  # each candidate's rewards on its rows (racing replays)
                 "reward_errors": sum(sc.reward_errors for sc in scores),
                 "fidelity_max": max(sc.fidelity for sc in scores),
-                "fidelity_mean": float(np.mean([sc.fidelity for sc in scores]))}
+                "fidelity_mean": float(np.mean([sc.fidelity for sc in scores])),
+                **({"episodes": combined_by_task([sc.episodes for sc in scores])} if scores[0].episodes else {})}
 
     def log(record: dict) -> None:
         logger.info("generation %d: best %.3f mean %.3f sigma %.3f | val %s", record["generation"],

@@ -12,6 +12,7 @@ from typing import Any
 
 from hyper_es import rewards
 from hyper_es.sampling import Sampling
+from hyper_es.environments import Limits, load_environment
 from hyper_es.errors import DataError
 from hyper_es.recipe import ReasoningGymSource, Recipe, TaskConfig
 from hyper_es.tasks import prompts
@@ -29,7 +30,8 @@ class Task:
         self.cfg = cfg
         self.name = cfg.name
         self.base_dir = base_dir or Path.cwd()
-        self.reward = rewards.get(cfg.reward)
+        self.reward = rewards.get(cfg.reward) if cfg.reward is not None else None
+        self.environment = load_environment(cfg.environment.factory) if cfg.environment is not None else None
         self._rows: dict[str, list[dict]] = {}
         self._split_of: dict[int, str] = {}  # id(row) -> split, to name a row's split in messages
         self._cut_logged: set[str] = set()
@@ -83,11 +85,13 @@ class Task:
         if not rows:
             raise DataError(f"{self._place(split)}: the split is empty")
         need = [self.cfg.reference] if isinstance(self.cfg.reference, str) else self.cfg.reference
+        need = ["prompt"] if self.environment is not None else need
         bad = [(r, f) for r in rows for f in need if f not in r]
         if bad:
             (row, f), more = bad[0], len({id(r) for r, _ in bad}) - 1
             raise DataError(f"{self._place(split)} row {row.get('id')}{f' (and {more} more rows)' if more else ''}: "
-                            f"no field '{f}', needed by `reference` (columns: {', '.join(row)})")
+                            f"no field '{f}', needed by {'the episodes' if self.environment else '`reference`'} "
+                            f"(columns: {', '.join(row)})")
 
     @cached_property
     def _shot_pool(self) -> list[dict]:
@@ -181,6 +185,11 @@ class Task:
                 return cut, ids
             q_ids = q_ids[: len(q_ids) - (len(ids) - room)]
         raise DataError(f"{where}: could not cut the question to fit, {limit}")  # pragma: no cover
+
+    def limits(self) -> Limits:
+        """An environment task's episode limits (`environment:` in the recipe)."""
+        e = self.cfg.environment
+        return Limits(max_turns=e.max_turns, max_tokens=e.max_tokens, turn_tokens=e.turn_tokens, wall_s=e.wall_s)
 
     def reference(self, row: dict) -> Any:
         ref = self.cfg.reference

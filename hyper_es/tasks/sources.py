@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hyper_es.errors import DataError
-from hyper_es.recipe import BuiltinSource, FileSource, HFSource, ReasoningGymSource, Source
+from hyper_es.recipe import BuiltinSource, EnvironmentSource, FileSource, HFSource, ReasoningGymSource, Source
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,8 @@ def source_name(src: Source, base_dir: Path) -> str:
         return f"hf:{src.path}"
     if isinstance(src, BuiltinSource):
         return str(data_dir() / f"{src.name}.jsonl")
+    if isinstance(src, EnvironmentSource):
+        return f"environment:{src.name}"
     return type(src).__name__  # pragma: no cover - the recipe schema admits only the above
 
 
@@ -146,6 +148,10 @@ def load_rows(src: Source, base_dir: Path, share: tuple[float, float] | None = N
         if not path.is_file():
             raise DataError(f"builtin data '{src.name}' not found; expected one of: {', '.join(builtin_names())}")
         rows, where = _read_jsonl(path), str(path)
+    elif isinstance(src, EnvironmentSource):
+        from hyper_es.environments import rows as episode_rows
+
+        rows, where = episode_rows(src.name, src.size, src.seed, src.horizon), f"environment:{src.name}"
     else:  # pragma: no cover - the recipe schema admits only the above
         raise TypeError(src)
     limit = getattr(src, "limit", None)

@@ -1,0 +1,166 @@
+"""Issue 45: a task with an environment in the recipe, scored on episodes by the Scorer (the fitness of the search,
+ES and co-evolution), alone and with a single-turn task, one candidate at a time and all candidates per turn."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hyper_es.environments import rows as episode_rows
+from hyper_es.fitness import Scorer
+from hyper_es.recipe import TaskConfig
+from hyper_es.tasks import Task
+
+GUESS = {"name": "guess", "environment": {"factory": "guess", "max_turns": 3, "max_tokens": 900, "turn_tokens": 300},
+         "val": {"source": "environment", "name": "guess", "size": 6, "seed": 3, "horizon": 2}}
+
+
+def test_an_environment_task_in_a_recipe():
+    task = Task(TaskConfig(**GUESS))
+    got = task.rows("val")
+    assert got == episode_rows("guess", 6, 3, 2) and task.reward is None
+    assert (task.limits().max_turns, task.limits().max_tokens, task.limits().turn_tokens) == (3, 900, 300)
+    for bad, why in (({**GUESS, "reward": "math"}, "a `reward`, or an `environment`"),
+                     ({"name": "t", "reward": "math", "val": GUESS["val"]}, "source 'environment' makes episodes"),
+                     ({**GUESS, "environment": {"factory": "guess_typo"}}, "expected 'package.module:name'"),
+                     ({**GUESS, "val": {**GUESS["val"], "name": "chess"}}, "'calculator' or 'guess'")):
+        with pytest.raises(ValueError, match=why):
+            TaskConfig(**bad)
+
+
+class GuessByGenome:
+    """An engine at the unit level: a candidate x guesses x[0] on its first turn, then answers in words."""
+
+    candidates, last_fidelity, max_model_len, backend = "inplace", 0.0, None, "unit"
+
+    def __init__(self, tok):
+        self.tok, self.x, self.calls = tok, None, []
+
+    def set_genome(self, x):
+        self.x = x
+
+    def _text(self, prompt: str) -> str:
+        if prompt.count("<tool_response>"):
+            return "Found it."
+        return "<tool_call>\n" + json.dumps({"name": "guess", "arguments": {"number": int(self.x[0])}}) + "\n</tool_call>"
+
+    def generate_groups(self, groups, seeds=None):
+        self.calls.append(("one", sum(len(p) for p, _ in groups)))
+        return [[[self.tok.encode(self._text(self.tok.decode(p)), add_special_tokens=False)[: s.max_tokens]]
+                 for p in prompts] for prompts, s in groups]
+
+    def generate_candidates(self, xs, groups, seeds=None):
+        self.calls.append(("all", len(xs)))
+        outs = []
+        for x, gs in zip(xs, groups, strict=True):
+            self.x = x
+            outs.append([[[self.tok.encode(self._text(self.tok.decode(p)), add_special_tokens=False)[: s.max_tokens]]
+                          for p in prompts] for prompts, s in gs])
+        self.last_fidelities = [0.0] * len(xs)
+        return outs
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    from hyper_es import models
+
+    return AutoTokenizer.from_pretrained(models.resolve("tiny-random"))
+
+
+def test_a_candidate_is_scored_on_its_episodes(tok):
+    """Each row's reward is its episode's; the tokens are every turn's; the counts of the episodes are kept; with a
+    single-turn task beside it, per_row follows the Scorer's task order."""
+    task = Task(TaskConfig(**GUESS))
+    val = {task.name: task.rows("val")}
+    secrets = [r["secret"] for r in val[task.name]]
+    engine = GuessByGenome(tok)
+    scorer = Scorer(engine, tok, [task])
+    for guess in (1, 2, 3, 4):
+        score = scorer.score([guess], val)
+        assert score.per_row == [float(s == guess) for s in secrets]
+        assert score.reward == pytest.approx(sum(s == guess for s in secrets) / len(secrets))
+        assert score.episodes[task.name] == {"episodes": 6, "turns": 12, "tool_calls": 6, "tokens": score.tokens,
+                                             "ends": {"answered": 6}}  # a call, then an answer
+
+    chain = Task(TaskConfig(name="chain", val={"source": "builtin", "name": "chain_sum_test", "limit": 2},
+                            reward="math", max_tokens=4))
+    both = Scorer(GuessByGenome(tok), tok, [chain, task])
+    mixed = both.score([2], {chain.name: chain.rows("val"), **val})
+    assert mixed.per_row[2:] == [float(s == 2) for s in secrets] and len(mixed.per_row) == 2 + len(secrets)
+
+
+def test_all_candidates_share_each_turn_and_score_as_one_by_one(tok):
+    """An engine with LoRA candidates: each turn of every candidate's episodes is one generate_candidates call
+    (the candidates whose episodes ended sit out), and the Scores are those of one candidate at a time."""
+    task = Task(TaskConfig(**GUESS))
+    val = {task.name: task.rows("val")}
+    xs = [[1], [2], [3], [4]]
+    alone = [Scorer(GuessByGenome(tok), tok, [task]).score(x, val) for x in xs]
+    engine = GuessByGenome(tok)
+    engine.candidates = "lora"
+    together = Scorer(engine, tok, [task]).score_many(xs, val)
+    assert [(s.reward, s.per_row, s.tokens, s.episodes) for s in together] == [
+        (s.reward, s.per_row, s.tokens, s.episodes) for s in alone]
+    assert engine.calls == [("all", 4), ("all", 4)]  # two turns, each one call for the four candidates
+
+
+def test_the_evaluation_plays_an_environment_task(tok):
+    """`evaluate_tasks` plays an environment task beside a single-turn one: Pass@1 is the share of episodes solved,
+    and each record keeps its episode (counts and the messages after the prompt)."""
+    from hyper_es.evaluate.runner import EvalJob, evaluate_tasks
+
+    task = Task(TaskConfig(**GUESS))
+    chain = Task(TaskConfig(name="chain", test={"source": "builtin", "name": "chain_sum_test", "limit": 2},
+                            reward="math", max_tokens=4))
+    engine = GuessByGenome(tok)
+    engine.set_genome([2])
+    single, played = evaluate_tasks(engine, tok, [EvalJob(chain), EvalJob(task, split="val")])
+    secrets = [r["secret"] for r in task.rows("val")]
+    assert single.task == "chain" and single.problems == 2
+    assert played.pass_at[1] == pytest.approx(sum(s == 2 for s in secrets) / len(secrets))
+    assert [r["scores"] for r in played.records] == [[float(s == 2)] for s in secrets]
+    first = played.records[0]["episodes"][0]
+    assert first["turns"] == 2 and first["tool_calls"] == 1 and [m["role"] for m in first["messages"]] == [
+        "assistant", "tool", "assistant"]
+
+
+def test_a_search_over_episodes_resumes_to_the_same_history(tmp_path):
+    """CMA-ES over given adapters with the guess environment as its fitness (HF, the tiny model): a search killed
+    after its first generation resumes to the history of one never killed."""
+    import hyper_es as hx
+    from test_own_adapters import make_adapters  # noqa: E402  (tests/ is on sys.path under pytest)
+
+    folders = make_adapters(tmp_path / "adapters")
+    ds = hx.DirectionSet.from_adapters("tiny-random", folders, names=["a0", "a1", "a2"])
+    task = {**GUESS, "environment": {**GUESS["environment"], "turn_tokens": 16, "max_tokens": 48},
+            "test": {**GUESS["val"], "seed": 4, "size": 4}}
+    kw = dict(tasks=[task], merge={"method": "task_arithmetic"}, search={"popsize": 4, "max_generations": 2},
+              fitness={"minibatch": 4, "val_size": 6})
+    whole = hx.search_merge(ds, out=tmp_path / "whole", **kw)
+    from hyper_es.search.driver import CMASearch
+
+    tell, calls = CMASearch.tell, []
+
+    def dying(self, *a, **k):
+        record = tell(self, *a, **k)
+        calls.append(self.state.generation)
+        if self.state.generation == 1 and len(calls) == 1:
+            raise KeyboardInterrupt
+        return record
+
+    CMASearch.tell = dying
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hx.search_merge(ds, out=tmp_path / "killed", **kw)
+        resumed = hx.search_merge(ds, out=tmp_path / "killed", **kw)
+    finally:
+        CMASearch.tell = tell
+    log = [(tmp_path / run / "search" / "generations.jsonl").read_text().splitlines() for run in ("whole", "killed")]
+    strip = [[{k: v for k, v in json.loads(line).items() if not k.endswith("_s") and k not in ("timing", "seconds")} for line in run]
+             for run in log]
+    assert strip[0] == strip[1] and len(strip[0]) == 2
+    assert np.array_equal(whole.x, resumed.x) and all(r["tokens"] > 0 for r in strip[0])
