@@ -142,8 +142,8 @@ def lora_engine(tiny_path):
     from hyper_es.engine.vllm_resident import VLLMResident
 
     tok = AutoTokenizer.from_pretrained(tiny_path)
-    engine = VLLMResident(tiny_path, tok, dtype="float32", max_model_len=512, candidates="lora", lora_rank=16,
-                          max_loras=4)
+    engine = VLLMResident(tiny_path, tok, dtype="float32", max_model_len=2048, candidates="lora", lora_rank=16,
+                          max_loras=4)  # 2048: an episode's prompt, tools and demonstration in byte tokens
     yield engine, tok
     engine.close()
 
@@ -220,6 +220,31 @@ def test_a_generation_in_one_call_scores_as_one_by_one(tiny_path, lora_engine, t
     single = [scorer.score(x, {task.name: rows}, tasks=v, **kw) for x, v in zip(xs, views)]
     assert [(b.reward, b.per_row, b.tokens) for b in batched] == [(s.reward, s.per_row, s.tokens) for s in single]
     assert len({b.reward for b in batched}) > 1  # the candidates differ
+    engine.unload()
+
+
+def test_episodes_of_a_generation_share_each_turn_and_score_as_one_by_one(tiny_path, lora_engine, tmp_path):
+    """An environment task (guess, horizon 2) on LoRA candidates: each turn of every candidate's episodes is one
+    engine call, and the Scores (reward, per row, tokens, episode counts) are those of one candidate at a time."""
+    from hyper_es.engine.sources import MergeWeights
+    from hyper_es.fitness import Scorer
+    from hyper_es.tasks import Task, TaskConfig
+
+    engine, tok = lora_engine
+    task = Task(TaskConfig(name="guess", environment={"factory": "guess", "max_turns": 2, "max_tokens": 24,
+                                                      "turn_tokens": 12},
+                           test={"source": "environment", "name": "guess", "size": 8, "seed": 7, "horizon": 2}))
+    rows = {task.name: task.rows("test")}
+    ds = lora_directions(tiny_path)
+    genome = genome_for(ds)
+    engine.load(MergeWeights(ds, genome, MergeSettings("task_arithmetic")), tmp_path / "w")
+    xs = [np.random.default_rng(20 + i).uniform(-1, 2, genome.size) for i in range(5)] + [None]
+    scorer = Scorer(engine, tok, [task])
+    batched = scorer.score_many(xs, rows)
+    single = [scorer.score(x, rows) for x in xs]
+    assert [(b.reward, b.per_row, b.tokens, b.episodes) for b in batched] == [
+        (s.reward, s.per_row, s.tokens, s.episodes) for s in single]
+    assert all(b.episodes["guess"]["episodes"] == 8 and b.tokens > 0 for b in batched)
     engine.unload()
 
 

@@ -218,3 +218,20 @@ def test_batched_episodes_give_the_rewards_of_episodes_one_by_one(tiny_tok):
     batched = [e.record() for e in run_episodes(engine, tok, GuessNumber, episodes, limits, template=template)]
     alone = [run_episodes(engine, tok, GuessNumber, [r], limits, template=template)[0].record() for r in episodes]
     assert batched == alone and all(r["turns"] >= 1 for r in batched)
+
+
+def test_an_episode_that_outgrows_the_context_ends_there(tiny_tok):
+    """A conversation that leaves no room for its next completion in the engine's max_model_len ends (`context`),
+    with the environment's reward, instead of failing the engine call."""
+    from hyper_es.environments import Limits, run_episodes
+
+    engine = Scripted(tiny_tok, lambda prompt: _call("add", a=1, b=2) + " and more words" * 20)
+    row = {"id": "r", "prompt": "Add.", "target": 3}
+    first = len(tiny_tok.apply_chat_template([{"role": "user", "content": "Add."}], add_generation_prompt=True,
+                                             tokenize=True, return_dict=False))
+    engine.max_model_len = 100_000
+    free = run_episodes(engine, tiny_tok, Calculator, [row], Limits(max_turns=3, max_tokens=900, turn_tokens=300))[0]
+    assert free.end == "max_turns" and free.turns == 3
+    engine.max_model_len = first + 2000  # room for about one turn with the tools' schemas
+    cut = run_episodes(engine, tiny_tok, Calculator, [row], Limits(max_turns=3, max_tokens=900, turn_tokens=300))[0]
+    assert cut.end == "context" and 1 <= cut.turns < 3 and cut.reward == 1.0  # the sum was done

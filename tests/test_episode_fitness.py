@@ -164,3 +164,43 @@ def test_a_search_over_episodes_resumes_to_the_same_history(tmp_path):
              for run in log]
     assert strip[0] == strip[1] and len(strip[0]) == 2
     assert np.array_equal(whole.x, resumed.x) and all(r["tokens"] > 0 for r in strip[0])
+
+
+def test_a_gradient_job_trains_on_the_environment(tmp_path):
+    """The gradient stage on an environment task: TRL's GRPOTrainer with the task's class as its environment_factory
+    (one step, the tiny model), the environment's reward logged; its adapter is a direction like any other."""
+    from hyper_es.directions.collect import collect
+    from recipes import tiny_recipe  # noqa: E402  (tests/helpers is on sys.path: conftest)
+
+    task = {**GUESS, "environment": {**GUESS["environment"], "max_turns": 2, "max_tokens": 16, "turn_tokens": 8},
+            "train": {**GUESS["val"], "seed": 5, "size": 8}}
+    recipe = tiny_recipe(tmp_path, {"tasks": [task], "gradient.directions": 1, "gradient.steps": 1},
+                         base="dense", write=True)
+    collect(recipe, tmp_path / "run")
+    manifest = json.loads((tmp_path / "run" / "directions" / "dir-0" / "manifest.json").read_text())
+    assert (tmp_path / "run" / "directions" / "dir-0" / "adapter_model.safetensors").is_file()
+    assert manifest["optimizer_steps"] == 1 and manifest["tokens"] > 0 and len(manifest["reward_curve"]) == 1
+    assert manifest["train_rows"] == 8
+
+
+def test_es_over_episodes_resumes_by_replay(tmp_path):
+    """Full-parameter ES with the guess environment as its fitness (HF, the tiny model): each iteration's record
+    counts its episodes' tokens; a run cut after two iterations replays them and ends with the same history."""
+    from hyper_es.es.history import HISTORY
+    from hyper_es.search.es_run import es_search
+    from recipes import tiny_recipe  # noqa: E402  (tests/helpers is on sys.path: conftest)
+    from test_es_run import _engine  # noqa: E402  (tests/ is on sys.path under pytest)
+
+    task = {**GUESS, "environment": {**GUESS["environment"], "max_tokens": 32, "turn_tokens": 16},
+            "test": {**GUESS["val"], "seed": 4, "size": 4}}
+    recipe = tiny_recipe(tmp_path, {"tasks": [task], "method": "es", "model.max_model_len": 2048,
+                                    "es": {"population": 4, "iterations": 3, "sigma": 0.02, "alpha": 0.01},
+                                    "fitness": {"minibatch": 4, "val_size": 4, "fitness_set": "fixed"}})
+    es_search(recipe, tmp_path / "a", *_engine(recipe))
+    hist = (tmp_path / "a" / "es" / HISTORY).read_text().splitlines()
+    assert len(hist) == 3 and all(json.loads(h)["tokens"] > 0 for h in hist)
+    (tmp_path / "b" / "es").mkdir(parents=True)
+    (tmp_path / "b" / "es" / HISTORY).write_text("\n".join(hist[:2]) + "\n")
+    (tmp_path / "b" / "es" / "start.json").write_text((tmp_path / "a" / "es" / "start.json").read_text())
+    es_search(recipe, tmp_path / "b", *_engine(recipe))
+    assert (tmp_path / "b" / "es" / HISTORY).read_text().splitlines() == hist

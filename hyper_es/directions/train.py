@@ -50,7 +50,7 @@ def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int 
             data = difficulty_bin(data, pass_rates, task.name, job.shard, job.num_shards)
         elif job.shard is not None:
             data = data[job.shard :: job.num_shards]
-        if tokenizer is not None and max_len:
+        if tokenizer is not None and max_len and task.environment is None:
             data = task.fit(tokenizer, data, max_len, max_tokens)
         rows += prompt_rows(task, data)
     return rows
@@ -58,9 +58,23 @@ def training_rows(tasks: list[Task], job: JobSpec, tokenizer=None, max_len: int 
 
 def prompt_rows(task: Task, data: list[dict]) -> list[dict]:
     """A GRPO dataset's rows of `task`: the prompt as the task renders it, the task's name and the reward's
-    reference (JSON)."""
+    reference (JSON). An environment task's rows go as they are: TRL resets the environment with each row."""
+    if task.environment is not None:
+        return [dict(r) for r in data]
     return [{"prompt": task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r)), "task": task.name,
              "reference": json.dumps(task.reference(r))} for r in data]
+
+
+def environment_of(tasks: list[Task]) -> Task | None:
+    """The environment task a GRPO job trains on (TRL's `environment_factory`), or None; one environment per job,
+    not mixed with single-turn tasks."""
+    played = [t for t in tasks if t.environment is not None]
+    if not played:
+        return None
+    if len(played) != len(tasks) or len({t.environment for t in played}) > 1:
+        raise HyperESError(f"a GRPO job trains on one environment or on single-turn tasks, not both: its tasks are "
+                           f"{', '.join(t.name for t in tasks)}; give each its own job (gradient.jobs[].task)")
+    return played[0]
 
 
 def longest_prompt(recipe: Recipe, tokenizer, rows: int = 256) -> int:
@@ -150,7 +164,9 @@ def last_checkpoint(trainer_dir: Path) -> str | None:
     return None
 
 
-def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float]):
+def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[float] | None, played=None):
+    """TRL's settings for a job; `played`: the environment task it trains on (its turns are TRL's tool-calling
+    iterations, its episode's token budget the completion length)."""
     import torch
     from trl import GRPOConfig
 
@@ -165,7 +181,9 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
         per_device_train_batch_size=g.batch_size, gradient_accumulation_steps=g.accumulation_steps,
         num_generations=g.num_generations,
-        max_completion_length=g.max_completion_length, temperature=g.temperature, beta=g.beta,
+        max_completion_length=played.limits().max_tokens if played else g.max_completion_length,
+        **({"max_tool_calling_iterations": played.limits().max_turns} if played else {}),
+        temperature=g.temperature, beta=g.beta,
         loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,
         logging_steps=1, report_to="none", disable_tqdm=True,
         save_strategy="steps" if g.checkpoint_every else "no", save_steps=g.checkpoint_every or 500,
@@ -332,15 +350,22 @@ def make_trainer(recipe: Recipe, job: JobSpec, trainer_dir: Path, model, tok, ro
     from transformers.trainer_callback import PrinterCallback
 
     GRPOTrainer = grpo_trainer(recipe.gradient.use_vllm)  # noqa: N806 - a class
-    funcs, weights = reward_functions(recipe, tasks)
+    played = environment_of([t for t in tasks if job.task is None or t.name == job.task])
+    funcs, weights = reward_functions(recipe, tasks) if played is None else (None, None)
+    episodes = {}
+    if played is not None:  # the environment's get_reward is the reward; the template must render tool calls
+        from hyper_es.environments.episodes import chat_template
+
+        tok.chat_template = chat_template(tok) or tok.chat_template
+        episodes = {"environment_factory": played.environment}
 
     class Trainer(GRPOTrainer):
         def _get_train_sampler(self, dataset=None):
             return _replayable(super()._get_train_sampler(dataset))
 
     trainer = Trainer(model=model, processing_class=tok, reward_funcs=funcs,
-                      args=_grpo_config(recipe, job, trainer_dir, weights),
-                      train_dataset=datasets.Dataset.from_list(rows), peft_config=peft_config)
+                      args=_grpo_config(recipe, job, trainer_dir, weights, played),
+                      train_dataset=datasets.Dataset.from_list(rows), peft_config=peft_config, **episodes)
     trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; StepLog logs one line per step instead
     trainer.add_callback(StepLog(job.name, job.steps))
     return trainer

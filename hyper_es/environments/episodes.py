@@ -4,7 +4,8 @@ parsed and run; an episode ends when a completion calls no tool, at a limit, or 
 candidates of a generation, each with its own episodes) share each turn's call (`play`).
 
 Limits per episode: `max_turns` completions, `max_tokens` generated tokens in all (each turn's completion is capped by
-what is left, and by `turn_tokens`), `wall_s` seconds since the episodes began. A bad call (see calls.py) ends the
+what is left, and by `turn_tokens`), `wall_s` seconds since the episodes began, and the engine's context: an episode
+whose conversation leaves no room for its next completion in `max_len` tokens ends there (`context`). A bad call (see calls.py) ends the
 episode with reward 0. The reward is the environment's `get_reward()` once the episode ends (0 without one).
 """
 
@@ -75,11 +76,12 @@ def run_episodes(engine, tok, env_cls: type, rows: list[dict], limits: Limits = 
     """Play every row's episode to its end on `engine` (a generator or resident engine: `generate_groups`).
     `template`: a chat template (default: the tokenizer's own where it renders tool calls, else the fallback)."""
     return play(lambda asks: [engine.generate_groups(asks[0])], tok, env_cls, [rows], limits, sampling=sampling,
-                template=template)[0]
+                template=template, max_len=getattr(engine, "max_model_len", None))[0]
 
 
 def play(generate, tok, env_cls: type, rows: list[list[dict]], limits: Limits = Limits(), *,
-         sampling: Sampling = Sampling(), template: str | None = None) -> list[list[Episode]]:
+         sampling: Sampling = Sampling(), template: str | None = None,
+         max_len: int | None = None) -> list[list[Episode]]:
     """Episodes of several players (`rows[p]`: player p's rows), every turn in one call `generate(asks)`: `asks[p]`
     is player p's prompt groups (`generate_groups`' argument; [] once its episodes have ended) and the result is
     each player's outputs. An engine with LoRA candidates passes `asks` to `generate_candidates`. With `sampling.n`
@@ -93,10 +95,15 @@ def play(generate, tok, env_cls: type, rows: list[list[dict]], limits: Limits = 
             for e in (e for eps in players for e in eps if e.end is None):
                 _finish(e, "wall_s")
             break
+        prompts = {id(e): tok.apply_chat_template(e.messages, tools=schemas, add_generation_prompt=True,
+                                                  tokenize=True, chat_template=template, return_dict=False)
+                   for eps in players for e in eps if e.end is None}
+        for e in (e for eps in players for e in eps if e.end is None):
+            if max_len is not None and len(prompts[id(e)]) + min(limits.turn_tokens, limits.max_tokens - e.tokens) > max_len:
+                _finish(e, "context")  # the conversation leaves no room for the next completion
         caps = [_by_cap([e for e in eps if e.end is None], limits) for eps in players]
-        asks = [[([tok.apply_chat_template(e.messages, tools=schemas, add_generation_prompt=True, tokenize=True,
-                                           chat_template=template, return_dict=False) for e in group],
-                  _capped(sampling, cap)) for cap, group in by.items()] for by in caps]
+        asks = [[([prompts[id(e)] for e in group], _capped(sampling, cap)) for cap, group in by.items()]
+                for by in caps]
         for by, outs in zip(caps, generate(asks), strict=True):
             for group, group_outs in zip(by.values(), outs, strict=True):
                 for e, completions in zip(group, group_outs, strict=True):

@@ -82,7 +82,7 @@ def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
         raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
     rows = task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split)
     episodes = play(lambda asks: [gen.generate_groups(asks[0])], tokenizer, task.environment, [rows], task.limits(),
-                    sampling=sampling)[0]
+                    sampling=sampling, max_len=getattr(gen, "max_model_len", None))[0]
     records, counts, scored, n = [], [], [], sampling.n
     for i, row in enumerate(rows):
         mine = episodes[i * n:(i + 1) * n]

@@ -103,8 +103,9 @@ class Scorer:
         played = [{} for _ in rows]
         for task in [t for t in tasks or self.tasks if t.environment is not None and rows[0].get(t.name)]:
             sampling = task.sampling(n=samples, temperature=temperature, seed=seed)
-            for mine, eps in zip(played, play(generate, self.tok, task.environment, [r[task.name] for r in rows],
-                                              task.limits(), sampling=sampling)):
+            episodes = play(generate, self.tok, task.environment, [r[task.name] for r in rows], task.limits(),
+                            sampling=sampling, max_len=getattr(self.engine, "max_model_len", None))
+            for mine, eps in zip(played, episodes):
                 mine[task.name] = eps
         return played
 

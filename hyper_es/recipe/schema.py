@@ -80,6 +80,9 @@ class Recipe(Strict):
         for ref in self.coevolve.tasks if self.coevolve else []:
             if ref not in names:
                 raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
+            if self.task(ref).environment is not None:  # not built yet: a genome of an episode's system prompt
+                raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes do not "
+                                 f"take a co-evolved prompt yet; expected single-turn tasks")
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")

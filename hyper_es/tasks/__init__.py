@@ -49,7 +49,8 @@ class Task:
                 raise DataError(f"task '{self.name}' has no {split} split")
             rows = load_rows(src, self.base_dir, self.shares().get(split))
             others = [s for s in ("val", "test") if getattr(self.cfg, s) and s not in self.shares()]
-            if split == "train" and others:  # splits that are not one partition: drop train's repeats of theirs
+            if split == "train" and others and self.environment is None:  # drop train's repeats of the others'
+                # questions (episodes are not questions: a small instance space, like guess's, repeats by design)
                 held = {r.get("question") for s in others for r in self.rows(s)}
                 self._dropped = len(rows) - len(rows := [r for r in rows if r.get("question") not in held])
             self._check(rows, split)
