@@ -19,7 +19,7 @@ GPU = {  # recipe → (layers of the backbone, from its config.json on the hub)
 
 def test_the_expected_recipes_ship():
     assert {p.stem for p in RECIPES} == {*GPU, "smollm2-135m", "smollm2-135m-es", "smollm2-135m-compose",
-                                        "smollm2-135m-compose-fewshot", "tiny"}
+                                        "smollm2-135m-compose-fewshot", "smollm2-135m-guess", "tiny"}
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
@@ -35,6 +35,9 @@ def test_recipe_loads_and_budgets_hold(path):
     row = {"id": "x", "question": "What is 2+3?", "answer": "5"}
     for cfg in recipe.tasks:
         task = Task(cfg, recipe.base_dir)
+        if task.environment is not None:  # episodes: the environment's rows and reward (test_episode_fitness.py)
+            assert task.rows("val") and task.environment.get_reward
+            continue
         text = task.messages(row)[-1]["content"]
         assert "What is 2+3?" in text and "\\boxed{}" in text
         assert task.reward("so \\boxed{5}", "5") == 1.0 and task.reward("\\boxed{6}", "5") == 0.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import random
 import string
@@ -68,11 +69,17 @@ class Task:
 
     def split_stats(self) -> dict:
         """Rows and distinct questions per split, and the questions each pair of splits shares."""
-        qs = {s: [r.get(_UNCUT, r.get("question")) for r in self.rows(s)] for s in SPLITS if getattr(self.cfg, s)}
+        qs = {s: [self._instance(r) for r in self.rows(s)] for s in SPLITS if getattr(self.cfg, s)}
         return {"partition": "question" if self.shares() else "none",
                 "splits": {s: {"rows": len(q), "distinct": len(set(q))} for s, q in qs.items()},
                 "overlap": {f"{a}&{b}": len(set(qs[a]) & set(qs[b])) for a, b in itertools.combinations(qs, 2)},
                 **({"train_dropped": self._dropped} if self._dropped else {})}
+
+    def _instance(self, row: dict) -> str | None:
+        """What makes a row a distinct problem: its question, or an episode's prompt and reset fields."""
+        if self.environment is not None:
+            return json.dumps({k: v for k, v in row.items() if k != "id"}, sort_keys=True, default=str)
+        return row.get(_UNCUT, row.get("question"))
 
     def _place(self, split: str | None) -> str:
         """`task 'name' split (source)`, for messages about a row."""
