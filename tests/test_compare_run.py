@@ -30,7 +30,8 @@ def _data() -> dict:
         "search": {"popsize": 2, "max_generations": 2, "scale_scan": [0.5, 1.0]},
         "fitness": {"minibatch": 4, "val_size": 8, "rescore_top": 1}, "eval": {"k": [1], "limit": 8},
         "compare": {"lrs": [0.005, 0.01], "max_lrs": 2, "equal_max_batches": 4,
-                    "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}}}}})
+                    "variants": {"linear": {"merge": {"method": "task_arithmetic", "density": 1.0}},
+                                 "es": {"method": "es", "es": {"population": 2, "iterations": 1, "sigma": 0.05}}}}})
 
 
 def _recipe(folder: Path):
@@ -76,7 +77,8 @@ def test_compare_runs_every_stage_and_charges_the_grid(whole):
         assert (variant / "directions" / "baseline" / "manifest.json").stat().st_ino == \
             (main / "directions" / "baseline" / "manifest.json").stat().st_ino  # the same baseline job, shared
     pooled = summary["pooled"]
-    assert set(pooled) >= {"hyper-es - grpo-equal-compute", "hyper-es-linear - scaled"}
+    assert set(pooled) >= {"hyper-es - grpo-equal-compute", "hyper-es-linear - scaled", "es - grpo-equal-compute"}
+    assert all(summary["seeds"][s]["rows"]["es"]["name"] == "es" for s in (0, 1))  # the ES arm's own row
     assert pooled["hyper-es - scaled"]["trained"]["seeds"] == [0, 1]
     assert any(g.get("pass@1", {}).get("diff") for g in pooled.values())  # sampled rows differ: resuming can show
     assert "hyper-es - grpo-equal-compute" in text and "lr grid's other lrs" in text
@@ -134,3 +136,8 @@ def test_overlays_and_what_shares_the_baseline():
                                                          "search.scale_scan": [0.5, 1.0]})))
     assert fitted.controls == ["baseline-best", "scaled", "merge-ties", "grad-fit", "grpo-equal-compute"]
     assert fitted.rows["grad-fit"] == ("main", "grad-fit") and ("hyper-es-start", "grad-fit") in fitted.pairs
+    es = plan_for(recipe_from_dict(overlay(_data(), {"compare.variants": {
+        "es": {"method": "es"}, "late": {"method": "es", "es": {"start": "baseline"}}}})))
+    assert es.methods == ["hyper-es", "hyper-es-linear", "es", "es-late"] and es.rows["es"] == ("es", "es")
+    assert es.rows["es-late"] == ("late", "baseline+es") and "es-start" not in es.rows
+    assert ("es", "grpo-equal-compute") in es.all_pairs() and ("es-late", "base") in es.all_pairs()

@@ -195,16 +195,23 @@ def link(src: Path, dest: Path, *, baseline: bool, rows: tuple[str, ...]) -> Non
 
 
 def plan_for(recipe: Recipe) -> ComparePlan:
-    """The comparison's plan: Hyper-ES and each variant against the baseline's early stop, `scaled`,
-    grpo-equal-compute, each `eval.merges` merge and, with `gradfit:`, the gradient-fitted genome (the controls), the final baseline and the base; each method against its own search start;
-    the grid's cost charged to every row trained at its lr."""
-    from hyper_es.rows.names import merged, prompted
+    """The comparison's plan: Hyper-ES and each variant (a `method: es` variant is an ES row, with no search start)
+    against the baseline's early stop, `scaled`, grpo-equal-compute, each `eval.merges` merge and, with `gradfit:`,
+    the gradient-fitted genome (the controls), the final baseline and the base; each Hyper-ES method against its
+    own search start; the grid's cost charged to every row trained at its lr."""
+    from hyper_es.rows.names import es_row, merged, prompted
 
     rows = {"base": (MAIN, "base"), "baseline": (MAIN, "baseline"), "baseline-best": (MAIN, None),
             "scaled": (MAIN, "scaled"), "hyper-es": (MAIN, "hyper-es"), "hyper-es-start": (MAIN, "search-start")}
     methods, marked = ["hyper-es"], []
     for name, changes in recipe.compare.variants.items():
-        coevolved = (overlay(recipe.model_dump(mode="json"), changes).get("coevolve")) is not None
+        arm = overlay(recipe.model_dump(mode="json"), changes)
+        if arm.get("method") == "es":  # full-parameter ES from the arm's start, against every control
+            label = "es" if name == "es" else f"es-{name}"
+            rows[label] = (name, es_row((arm.get("es") or {}).get("start", "base")))
+            methods.append(label)
+            continue
+        coevolved = arm.get("coevolve") is not None
         rows[f"hyper-es-{name}"] = (name, prompted("hyper-es") if coevolved else "hyper-es")
         rows[f"hyper-es-{name}-start"] = (name, "search-start")
         methods.append(f"hyper-es-{name}")
@@ -225,7 +232,8 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     if recipe.compare.further:  # the best given adapter trained on at the same budget
         rows["adapter-further"] = (FURTHER, None)
         controls.append("adapter-further")
-    pairs = [(m, f"{m}-start") for m in methods] + [(f"{m}-start", c) for m in methods for c in controls]
+    started = [m for m in methods if f"{m}-start" in rows]  # the Hyper-ES methods: each against its search start
+    pairs = [(m, f"{m}-start") for m in started] + [(f"{m}-start", c) for m in started for c in controls]
     pairs += [("grpo-equal-compute", "baseline-best")] if recipe.compare.equal else []
     return ComparePlan(
         title=f"Hyper-ES against the strongest simple controls ({recipe.name}, {recipe.model.name})", rows=rows,
