@@ -180,7 +180,7 @@ def test_a_gradient_job_trains_on_the_environment(tmp_path):
     manifest = json.loads((tmp_path / "run" / "directions" / "dir-0" / "manifest.json").read_text())
     assert (tmp_path / "run" / "directions" / "dir-0" / "adapter_model.safetensors").is_file()
     assert manifest["optimizer_steps"] == 1 and manifest["tokens"] > 0 and len(manifest["reward_curve"]) == 1
-    assert manifest["train_rows"] == 8
+    assert manifest["train_rows"] == 8 and manifest["tool_calls_per_completion"] is not None  # TRL ran the tools
 
 
 def test_es_over_episodes_resumes_by_replay(tmp_path):

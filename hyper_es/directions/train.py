@@ -115,8 +115,10 @@ def StepLog(name: str, steps: int):  # noqa: N802 - a callback factory, so TRL s
     class _StepLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "reward" in logs:
-                logger.info("job %s step %d/%d: reward %.3f ± %.3f, %.1f s/step", name, state.global_step, steps,
-                            logs["reward"], logs.get("reward_std", 0.0), logs.get("step_time", 0.0))
+                tools = (f", tool calls {logs['tools/call_frequency']:.2f} a completion"
+                         if "tools/call_frequency" in logs else "")
+                logger.info("job %s step %d/%d: reward %.3f ± %.3f, %.1f s/step%s", name, state.global_step, steps,
+                            logs["reward"], logs.get("reward_std", 0.0), logs.get("step_time", 0.0), tools)
 
     return _StepLog()
 
@@ -269,6 +271,9 @@ def job_manifest(recipe: Recipe, job: JobSpec, trainer, base_hash: str, start: d
         "mean_completion_length": _mean(h.get("completions/mean_length") for h in history),
         "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
         "wall_seconds": seconds, "versions": versions(),
+        **({"tool_calls_per_completion": _mean(h.get("tools/call_frequency") for h in history),
+            "tool_failures_per_call": _mean(h.get("tools/failure_frequency") for h in history)}
+           if any("tools/call_frequency" in h for h in history) else {}),  # an environment's job (TRL's metrics)
     }
 
 
