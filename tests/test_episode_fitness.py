@@ -22,6 +22,7 @@ def test_an_environment_task_in_a_recipe():
     got = task.rows("val")
     assert got == episode_rows("guess", 6, 3, 2) and task.reward is None
     assert (task.limits().max_turns, task.limits().max_tokens, task.limits().turn_tokens) == (3, 900, 300)
+    assert task.cfg.generated_cap == 900  # what `hyper-es check` bounds an episode by (all its turns)
     for bad, why in (({**GUESS, "reward": "math"}, "a `reward`, or an `environment`"),
                      ({"name": "t", "reward": "math", "val": GUESS["val"]}, "source 'environment' makes episodes"),
                      ({**GUESS, "environment": {"factory": "guess_typo"}}, "expected 'package.module:name'"),

@@ -40,11 +40,12 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     g, s, f, e = rec.gradient, rec.search, rec.fitness, rec.eval
     jobs = ([] if rec.directions else plan_directions(rec)) + (
         [plan_baseline(rec)] if rec.directions is None or rec.directions.baseline else [])
-    per_step = g.batch_size * g.accumulation_steps * g.max_completion_length
+    played = [t.environment.max_tokens for t in rec.tasks if t.environment and t.name in (g.tasks or [t.name])]
+    per_step = g.batch_size * g.accumulation_steps * max(played, default=g.max_completion_length)
     searched = [rec.task(n) for n in rec.searched_task_names()]
     popsize = s.popsize or cma_popsize(genes)
-    fit = sum(f.minibatch * f.samples * t.max_tokens for t in searched)
-    val = sum(f.val_size * t.max_tokens for t in searched)
+    fit = sum(f.minibatch * f.samples * t.generated_cap for t in searched)
+    val = sum(f.val_size * t.generated_cap for t in searched)
     search = (len(s.scale_scan or []) + s.max_generations * popsize) * fit + s.max_generations * f.rescore_top * val
     if s.max_tokens:  # the budget ends the generations once reached (after the one that reaches it)
         search = min(search, s.max_tokens + popsize * fit + f.rescore_top * val)
@@ -52,8 +53,8 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     rows = 1 + k + 1 + 2 + (1 if jobs and jobs[-1].baseline else 0)  # base, directions, uniform, hyper-es + start
     tests = [t for t in rec.tasks if t.test is not None]
     limit = lambda t: min(test_rows.get(t.name, 0), e.limit or 10**9)  # noqa: E731
-    greedy = rows * sum(limit(t) * t.max_tokens for t in tests)
-    sampled = 3 * sum(min(limit(t), e.pass_k_limit or 10**9) * (e.n or max(e.k)) * t.max_tokens for t in tests)
+    greedy = rows * sum(limit(t) * t.generated_cap for t in tests)
+    sampled = 3 * sum(min(limit(t), e.pass_k_limit or 10**9) * (e.n or max(e.k)) * t.generated_cap for t in tests)
     return {"gradient": sum(j.steps for j in jobs) * per_step, "search": search, "final evaluation": greedy + sampled}
 
 

@@ -119,6 +119,11 @@ class TaskConfig(Strict):
     stop: list[str] = Field(default_factory=list)
     weight: Annotated[float, Field(gt=0)] = 1.0
 
+    @property
+    def generated_cap(self) -> int:
+        """The tokens one problem may generate: an episode's `max_tokens` (every turn), else `max_tokens`."""
+        return self.environment.max_tokens if self.environment is not None else self.max_tokens
+
     @field_validator("reward")
     @classmethod
     def _known_reward(cls, v: str | None) -> str | None:
