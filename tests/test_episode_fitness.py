@@ -45,7 +45,8 @@ class GuessByGenome:
     def _text(self, prompt: str) -> str:
         if prompt.count("<tool_response>"):
             return "Found it."
-        return "<tool_call>\n" + json.dumps({"name": "guess", "arguments": {"number": int(self.x[0])}}) + "\n</tool_call>"
+        number = 3 if "Always guess 3." in prompt else int(self.x[0])  # a system turn the episode opens with
+        return "<tool_call>\n" + json.dumps({"name": "guess", "arguments": {"number": number}}) + "\n</tool_call>"
 
     def generate_groups(self, groups, seeds=None):
         self.calls.append(("one", sum(len(p) for p, _ in groups)))
@@ -107,6 +108,30 @@ def test_all_candidates_share_each_turn_and_score_as_one_by_one(tok):
     assert [(s.reward, s.per_row, s.tokens, s.episodes) for s in together] == [
         (s.reward, s.per_row, s.tokens, s.episodes) for s in alone]
     assert engine.calls == [("all", 4), ("all", 4)]  # two turns, each one call for the four candidates
+
+
+def test_a_co_evolved_system_turn_opens_each_candidates_episodes(tok):
+    """Co-evolution on an environment task: a candidate's prompt (a system turn) opens its episodes, one by one and
+    when all candidates share each turn; only system turns evolve on an environment task."""
+    from hyper_es.recipe import PromptSpace, recipe_from_dict
+    from hyper_es.tasks.prompt_genome import Prompt, PromptGenome
+    from recipes import tiny_data  # noqa: E402  (tests/helpers is on sys.path: conftest)
+
+    task = Task(TaskConfig(**GUESS))
+    val = {task.name: task.rows("val")}
+    secrets = [r["secret"] for r in val[task.name]]
+    told = PromptGenome(task, PromptSpace(systems=["Always guess 3."], max_shots=0)).task(Prompt(system=1))
+    scorer = Scorer(GuessByGenome(tok), tok, [task])
+    assert scorer.score([1], val, tasks=[told]).per_row == [float(s == 3) for s in secrets]
+    assert scorer.score([1], val).per_row == [float(s == 1) for s in secrets]
+    engine = GuessByGenome(tok)
+    engine.candidates = "lora"
+    both = Scorer(engine, tok, [task]).score_many([[1], [1]], val, tasks=[[told], [task]])
+    assert [b.per_row for b in both] == [[float(s == 3) for s in secrets], [float(s == 1) for s in secrets]]
+    data = tiny_data({"tasks": [{**GUESS, "test": GUESS["val"]}],
+                      "coevolve": {"tasks": {"guess": {"templates": ["{question}!"], "max_shots": 0}}}})
+    with pytest.raises(ValueError, match="only `systems` evolve there"):
+        recipe_from_dict(data)
 
 
 def test_the_evaluation_plays_an_environment_task(tok):

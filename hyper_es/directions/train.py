@@ -60,7 +60,7 @@ def prompt_rows(task: Task, data: list[dict]) -> list[dict]:
     """A GRPO dataset's rows of `task`: the prompt as the task renders it, the task's name and the reward's
     reference (JSON). An environment task's rows go as they are: TRL resets the environment with each row."""
     if task.environment is not None:
-        return [dict(r) for r in data]
+        return [dict(r) for r in task.episode_rows(data)]
     return [{"prompt": task.messages(r) if task.cfg.prompt.chat else plain_text(task.messages(r)), "task": task.name,
              "reference": json.dumps(task.reference(r))} for r in data]
 

@@ -80,7 +80,7 @@ def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
     sampling = job.sampling or task.sampling()
     if max(job.ks) > sampling.n:
         raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
-    rows = task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split)
+    rows = task.episode_rows(task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split))
     episodes = play(lambda asks: [gen.generate_groups(asks[0])], tokenizer, task.environment, [rows], task.limits(),
                     sampling=sampling, max_len=getattr(gen, "max_model_len", None))[0]
     records, counts, scored, n = [], [], [], sampling.n

@@ -74,7 +74,7 @@ class Scorer:
         played_tasks = tasks
         tasks, groups = self._groups(rows, samples, temperature, seed, tasks)
         outs = self.engine.generate_groups(groups) if groups else []
-        played = self._play([rows], samples, temperature, seed, played_tasks,
+        played = self._play([rows], samples, temperature, seed, [played_tasks],
                             lambda asks: [self.engine.generate_groups(asks[0])])[0]
         t2 = time.perf_counter()
         score = self._tally(tasks, groups, rows, outs, reward, answers, played)
@@ -99,12 +99,15 @@ class Scorer:
 
     def _play(self, rows: list[dict], samples: int, temperature: float, seed: int, tasks, generate) -> list[dict]:
         """Each player's episodes per environment task ({task: [episode per row × sample]}); players: one per
-        entry of `rows`, every turn in one call of `generate` (see environments.play)."""
+        entry of `rows`, every turn in one call of `generate` (see environments.play). `tasks`: each player's tasks
+        as prompted (a co-evolved system turn opens its episodes), or None for the Scorer's."""
         played = [{} for _ in rows]
-        for task in [t for t in tasks or self.tasks if t.environment is not None and rows[0].get(t.name)]:
+        views = [{t.name: t for t in ts or self.tasks} for ts in tasks]
+        for task in [t for t in self.tasks if t.environment is not None and rows[0].get(t.name)]:
             sampling = task.sampling(n=samples, temperature=temperature, seed=seed)
-            episodes = play(generate, self.tok, task.environment, [r[task.name] for r in rows], task.limits(),
-                            sampling=sampling, max_len=getattr(self.engine, "max_model_len", None))
+            episodes = play(generate, self.tok, task.environment,
+                            [v[task.name].episode_rows(r[task.name]) for v, r in zip(views, rows, strict=True)],
+                            task.limits(), sampling=sampling, max_len=getattr(self.engine, "max_model_len", None))
             for mine, eps in zip(played, episodes):
                 mine[task.name] = eps
         return played
@@ -158,7 +161,7 @@ class Scorer:
         if any(groups for _, groups in made):
             outs = self.engine.generate_candidates(xs, [groups for _, groups in made])
             fidelities = list(self.engine.last_fidelities)
-        played = self._play([rows] * len(xs), samples, temperature, seed, per[0], self._turns(xs, fidelities))
+        played = self._play([rows] * len(xs), samples, temperature, seed, per, self._turns(xs, fidelities))
         t1 = time.perf_counter()
         scores = []
         for (tasks_x, groups), x_outs, fidelity, x_played in zip(made, outs, fidelities, played, strict=True):

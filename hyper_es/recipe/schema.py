@@ -80,9 +80,12 @@ class Recipe(Strict):
         for ref in self.coevolve.tasks if self.coevolve else []:
             if ref not in names:
                 raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
-            if self.task(ref).environment is not None:  # not built yet: a genome of an episode's system prompt
-                raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes do not "
-                                 f"take a co-evolved prompt yet; expected single-turn tasks")
+            space = self.coevolve.tasks[ref]
+            if self.task(ref).environment is not None and (space.templates or space.formats or space.max_shots
+                                                           or space.propose):
+                raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes open with "
+                                 f"its rows' own prompts: only `systems` evolve there; expected templates, formats "
+                                 f"and propose empty and max_shots: 0")
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")

@@ -194,6 +194,16 @@ class Task:
             q_ids = q_ids[: len(q_ids) - (len(ids) - room)]
         raise DataError(f"{where}: could not cut the question to fit, {limit}")  # pragma: no cover
 
+    def episode_rows(self, rows: list[dict]) -> list[dict]:
+        """An environment task's rows as its episodes open: with the task's system turn (`prompt.system`, a
+        co-evolved prompt's gene) before each row's prompt."""
+        system = self.cfg.prompt.system
+        if not system:
+            return rows
+        turn = {"role": "system", "content": system}
+        return [{**r, "prompt": [turn, *([{"role": "user", "content": r["prompt"]}] if isinstance(r["prompt"], str)
+                                         else r["prompt"])]} for r in rows]
+
     def limits(self) -> Limits:
         """An environment task's episode limits (`environment:` in the recipe)."""
         e = self.cfg.environment
