@@ -245,6 +245,17 @@ def test_episodes_of_a_generation_share_each_turn_and_score_as_one_by_one(tiny_p
     assert [(b.reward, b.per_row, b.tokens, b.episodes) for b in batched] == [
         (s.reward, s.per_row, s.tokens, s.episodes) for s in single]
     assert all(b.episodes["guess"]["episodes"] == 8 and b.tokens > 0 for b in batched)
+    from hyper_es.engine.sources import ESWeights  # ES members (scope lora) on the same episodes
+    from hyper_es.es.lora import LoraShape
+    from hyper_es.es.member import Member
+
+    engine.load(ESWeights(tiny_path, "llama", "lora", LoraShape(4, 8.0, ("q_proj", "v_proj", "down_proj")),
+                          noise="generator"), candidates="lora")
+    members = [Member(7, 0.5), Member(8, -0.5), None]
+    batched = scorer.score_many(members, rows)
+    single = [scorer.score(m, rows) for m in members]
+    assert [(b.reward, b.per_row, b.tokens, b.episodes) for b in batched] == [
+        (s.reward, s.per_row, s.tokens, s.episodes) for s in single]
     engine.unload()
 
 

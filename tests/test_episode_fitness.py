@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+import hyper_es as hx
+
 from hyper_es.environments import rows as episode_rows
 from hyper_es.fitness import Scorer
 from hyper_es.recipe import TaskConfig
@@ -230,3 +232,26 @@ def test_es_over_episodes_resumes_by_replay(tmp_path):
     (tmp_path / "b" / "es" / "start.json").write_text((tmp_path / "a" / "es" / "start.json").read_text())
     es_search(recipe, tmp_path / "b", *_engine(recipe))
     assert (tmp_path / "b" / "es" / HISTORY).read_text().splitlines() == hist
+
+
+def test_a_whole_run_on_an_environment_reports_its_episodes(tmp_path):
+    """`hyper-es run` on the guess environment over given adapters (HF, the tiny model): searched on episodes, every
+    row evaluated on held-out episodes and reported with its tokens."""
+    import yaml
+
+    from hyper_es.pipeline import run
+    from test_own_adapters import make_adapters  # noqa: E402  (tests/ is on sys.path under pytest)
+
+    make_adapters(tmp_path / "adapters")
+    task = {**GUESS, "environment": {**GUESS["environment"], "max_turns": 2, "max_tokens": 16, "turn_tokens": 8},
+            "test": {**GUESS["val"], "seed": 6, "size": 4}}
+    (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({
+        "name": "episodes", "model": {"name": "tiny-random", "max_model_len": 2048}, "tasks": [task],
+        "directions": {"adapters": ["adapters/a0", "adapters/a1"]}, "merge": {"method": "task_arithmetic"},
+        "search": {"popsize": 2, "max_generations": 1}, "fitness": {"minibatch": 4, "val_size": 4},
+        "eval": {"backend": "hf", "k": [1]}}, sort_keys=False))
+    report = run(hx.load_recipe(tmp_path / "recipe.yaml"), tmp_path / "run", backend="hf")
+    rows = {r["name"]: r for r in report["rows"]}
+    assert {"base", "a0", "a1", "hyper-es"} <= set(rows) and rows["hyper-es"]["tokens"] > 0
+    record = json.loads((tmp_path / "run" / "eval" / "hyper-es.json").read_text())
+    assert "guess" in json.dumps(record) and (tmp_path / "run" / "report.md").is_file()
