@@ -134,6 +134,10 @@ def test_a_co_evolved_system_turn_opens_each_candidates_episodes(tok):
                       "coevolve": {"tasks": {"guess": {"templates": ["{question}!"], "max_shots": 0}}}})
     with pytest.raises(ValueError, match="only `systems` evolve there"):
         recipe_from_dict(data)
+    for extra, why in (({"fitness": {"reward": "numeric"}}, "play an environment, whose episodes carry"),
+                       ({"gradient": {"rewards": {"numeric": 1.0}}}, "rewarded by its episodes")):
+        with pytest.raises(ValueError, match=why):
+            recipe_from_dict(tiny_data({"tasks": [{**GUESS, "train": GUESS["val"], "test": GUESS["val"]}], **extra}))
 
 
 def test_the_evaluation_plays_an_environment_task(tok):

@@ -95,6 +95,13 @@ class Recipe(Strict):
         if self.coevolve and self.search.recommend == "mean":
             raise ValueError("@search.recommend: mean is CMA-ES's mean of the coefficients, but co-evolution picks "
                              "a prompt with them by validation; expected best_val")
+        played = [n for n in self.searched_task_names() if self.task(n).environment is not None]
+        if self.fitness.reward and played:
+            raise ValueError(f"@fitness.reward: tasks {', '.join(played)} play an environment, whose episodes "
+                             f"carry its reward; expected no fitness.reward, or single-turn tasks only")
+        if self.gradient.rewards and any(self.task(n).environment is not None for n in self.training_task_names()):
+            raise ValueError("@gradient.rewards: an environment task's GRPO job is rewarded by its episodes; expected "
+                             "no gradient.rewards with environment tasks")
         if self.fitness.race and (self.method == "es" or self.coevolve):
             raise ValueError("@fitness.race: racing ranks CMA-ES's candidates for its parents; ES weights every member "
                              "and co-evolution pairs prompts with them; expected method: hyper-es without coevolve")
