@@ -11,6 +11,7 @@ episode with reward 0. The reward is the environment's `get_reward()` once the e
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -43,19 +44,31 @@ class Episode:
                 "reward": self.reward, "end": self.end}
 
 
+@functools.lru_cache(maxsize=8)
 def chat_template(tok) -> str | None:
     """The tokenizer's own template where it renders tool calls, else TRL's Qwen2.5 template (ChatML, the
-    documented fallback); None keeps the tokenizer's."""
+    documented fallback); None keeps the tokenizer's. Found once per tokenizer (TRL's check renders a whole
+    tool-calling exchange), not once per candidate."""
     from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
 
     return None if supports_tool_calling(tok) else qwen2_5_chat_template
 
 
+@functools.lru_cache(maxsize=32)
+def schemas_of(env_cls: type) -> tuple[dict, ...]:
+    """The JSON schemas of an environment class's tools, in `tool_names` order (found once per class)."""
+    return tuple(tool_schema(getattr(env_cls, n)) for n in tool_names(env_cls))
+
+
+def as_messages(prompt: str | list[dict]) -> list[dict]:
+    """A row's prompt as chat messages: a string is the user message; a list of messages is a conversational
+    prompt, as TRL takes it (copied)."""
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+
+
 def opening(row: dict, observation=None) -> list[dict]:
-    """An episode's first messages: the row's prompt (a string is the user message; a list of messages is a
-    conversational prompt, as TRL takes it), with what `reset` returned appended to the last user message."""
-    prompt = row["prompt"]
-    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    """An episode's first messages: the row's prompt, with what `reset` returned appended to the last message."""
+    messages = as_messages(row["prompt"])
     if isinstance(observation, str):
         messages[-1]["content"] += observation  # on the last message, as TRL does
     return messages
@@ -89,7 +102,7 @@ def play(generate, tok, env_cls: type, rows: list[list[dict]], limits: Limits = 
     players, t0 = [start(env_cls, [r for r in rs for _ in range(sampling.n)]) for rs in rows], time.monotonic()
     template = template or chat_template(tok)
     names = tool_names(env_cls)  # found once: each turn binds them to its episode's environment
-    schemas = [tool_schema(getattr(env_cls, n)) for n in names]
+    schemas = list(schemas_of(env_cls))
     while any(e.end is None for eps in players for e in eps):
         if time.monotonic() - t0 > limits.wall_s:
             for e in (e for eps in players for e in eps if e.end is None):

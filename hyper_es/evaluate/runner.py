@@ -57,6 +57,13 @@ class EvalJob:
     ks: tuple[int, ...] = (1,)
     limit: int | None = None
 
+    def decoding(self) -> Sampling:
+        """The job's sampling (the task's greedy default), with enough samples for its largest k."""
+        sampling = self.sampling or self.task.sampling()
+        if max(self.ks) > sampling.n:
+            raise ConfigError(f"pass@{max(self.ks)} needs n >= {max(self.ks)} samples per problem, got n={sampling.n}")
+        return sampling
+
 
 def evaluate_task(gen: Generator, tokenizer, task: Task, *, split: str = "test", sampling: Sampling | None = None,
                   ks: tuple[int, ...] = (1,), limit: int | None = None) -> TaskResult:
@@ -76,10 +83,7 @@ def evaluate_tasks(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskR
 def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
     """An environment task's episodes (environments/episodes.py), `sampling.n` per row: a sample is correct when its
     episode's reward is >= 1. Records keep each episode's counts and its messages after the prompt."""
-    t0, task = time.perf_counter(), job.task
-    sampling = job.sampling or task.sampling()
-    if max(job.ks) > sampling.n:
-        raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
+    t0, task, sampling = time.perf_counter(), job.task, job.decoding()
     rows = task.episode_rows(task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split))
     episodes = play(lambda asks: [gen.generate_groups(asks[0])], tokenizer, task.environment, [rows], task.limits(),
                     sampling=sampling, max_len=getattr(gen, "max_model_len", None))[0]
@@ -104,9 +108,7 @@ def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
 def _generated(gen: Generator, tokenizer, jobs: list[EvalJob]) -> list[TaskResult]:
     asks, t0 = [], time.perf_counter()
     for job in jobs:
-        sampling = job.sampling or job.task.sampling()
-        if max(job.ks) > sampling.n:
-            raise ConfigError(f"pass@{max(job.ks)} needs n >= {max(job.ks)} samples per problem, got n={sampling.n}")
+        sampling = job.decoding()
         rows = job.task.rows(job.split)[: job.limit] if job.limit else job.task.rows(job.split)
         prompts = job.task.prompt_ids(tokenizer, rows, max_len=getattr(gen, "max_model_len", None),
                                       max_tokens=sampling.max_tokens)

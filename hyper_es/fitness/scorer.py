@@ -71,13 +71,12 @@ class Scorer:
         self.engine.set_genome(x)
         fidelity = self._fidelity(getattr(self.engine, "last_fidelity", 0.0))
         t1 = time.perf_counter()
-        played_tasks = tasks
-        tasks, groups = self._groups(rows, samples, temperature, seed, tasks)
+        single, groups = self._groups(rows, samples, temperature, seed, tasks)
         outs = self.engine.generate_groups(groups) if groups else []
-        played = self._play([rows], samples, temperature, seed, [played_tasks],
+        played = self._play([rows], samples, temperature, seed, [tasks],
                             lambda asks: [self.engine.generate_groups(asks[0])])[0]
         t2 = time.perf_counter()
-        score = self._tally(tasks, groups, rows, outs, reward, answers, played)
+        score = self._tally(single, groups, rows, outs, reward, answers, played)
         score.timing = {"merge_load_s": t1 - t0, "generate_s": t2 - t1, "score_s": time.perf_counter() - t2}
         score.reward_errors, score.fidelity = reward_errors(failed), fidelity
         return score
@@ -116,10 +115,11 @@ class Scorer:
         """The task-weighted mean reward, tokens and per-row rewards, in the Scorer's task order."""
         generated = {t.name: (t, sampling, task_outs) for t, (_, sampling), task_outs in zip(tasks, groups, outs)}
         total, weight, tokens, per_row, finals = 0.0, 0.0, 0, [], []
-        for name in [t.name for t in self.tasks if t.name in played or t.name in generated]:
+        for own in [t for t in self.tasks if t.name in played or t.name in generated]:
+            name = own.name
             if name in played:  # an environment task: each episode's reward, every turn's tokens
                 eps, n = played[name], max(1, len(played[name]) // len(rows[name]))
-                task, scored = next(t for t in self.tasks if t.name == name), [e.reward for e in eps]
+                task, scored = own, [e.reward for e in eps]
                 per_row += [float(np.mean(scored[i:i + n])) for i in range(0, len(scored), n)]
                 finals += [None] * len(rows[name]) if answers else []
                 tokens += sum(e.tokens for e in eps)

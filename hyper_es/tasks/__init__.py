@@ -14,6 +14,7 @@ from typing import Any
 from hyper_es import rewards
 from hyper_es.sampling import Sampling
 from hyper_es.environments import Limits, load_environment
+from hyper_es.environments.episodes import as_messages
 from hyper_es.errors import DataError
 from hyper_es.recipe import ReasoningGymSource, Recipe, TaskConfig
 from hyper_es.tasks import prompts
@@ -200,9 +201,7 @@ class Task:
         system = self.cfg.prompt.system
         if not system:
             return rows
-        turn = {"role": "system", "content": system}
-        return [{**r, "prompt": [turn, *([{"role": "user", "content": r["prompt"]}] if isinstance(r["prompt"], str)
-                                         else r["prompt"])]} for r in rows]
+        return [{**r, "prompt": [{"role": "system", "content": system}, *as_messages(r["prompt"])]} for r in rows]
 
     def limits(self) -> Limits:
         """An environment task's episode limits (`environment:` in the recipe)."""
