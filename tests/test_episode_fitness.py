@@ -47,7 +47,7 @@ class GuessByGenome:
     def _text(self, prompt: str) -> str:
         if prompt.count("<tool_response>"):
             return "Found it."
-        number = 3 if "Always guess 3." in prompt else int(self.x[0])  # a system turn the episode opens with
+        number = 3 if "Always guess 3." in prompt else 5 if "Always guess 5." in prompt else int(self.x[0])
         return "<tool_call>\n" + json.dumps({"name": "guess", "arguments": {"number": number}}) + "\n</tool_call>"
 
     def generate_groups(self, groups, seeds=None):
@@ -113,8 +113,9 @@ def test_all_candidates_share_each_turn_and_score_as_one_by_one(tok):
 
 
 def test_a_co_evolved_system_turn_opens_each_candidates_episodes(tok):
-    """Co-evolution on an environment task: a candidate's prompt (a system turn) opens its episodes, one by one and
-    when all candidates share each turn; only system turns evolve on an environment task."""
+    """Co-evolution on an environment task: a candidate's prompt (a system turn, or tool descriptions) opens its
+    episodes, one by one and when all candidates share each turn; only those two genes evolve on an environment
+    task, and tool descriptions only there and only for the class's tools."""
     from hyper_es.recipe import PromptSpace, recipe_from_dict
     from hyper_es.tasks.prompt_genome import Prompt, PromptGenome
     from recipes import tiny_data  # noqa: E402  (tests/helpers is on sys.path: conftest)
@@ -122,18 +123,28 @@ def test_a_co_evolved_system_turn_opens_each_candidates_episodes(tok):
     task = Task(TaskConfig(**GUESS))
     val = {task.name: task.rows("val")}
     secrets = [r["secret"] for r in val[task.name]]
-    told = PromptGenome(task, PromptSpace(systems=["Always guess 3."], max_shots=0)).task(Prompt(system=1))
+    genome = PromptGenome(task, PromptSpace(systems=["Always guess 3."], max_shots=0,
+                                            tools=[{"guess": "Guess the hidden number. Always guess 5."}]))
+    told, tooled = genome.task(Prompt(system=1)), genome.task(Prompt(tools=1))
+    assert genome.mutable() == ["system", "tools"] and len(genome.neighbours()) == 3
     scorer = Scorer(GuessByGenome(tok), tok, [task])
     assert scorer.score([1], val, tasks=[told]).per_row == [float(s == 3) for s in secrets]
     assert scorer.score([1], val).per_row == [float(s == 1) for s in secrets]
     engine = GuessByGenome(tok)
     engine.candidates = "lora"
-    both = Scorer(engine, tok, [task]).score_many([[1], [1]], val, tasks=[[told], [task]])
-    assert [b.per_row for b in both] == [[float(s == 3) for s in secrets], [float(s == 1) for s in secrets]]
+    both = Scorer(engine, tok, [task]).score_many([[1], [1], [1]], val, tasks=[[told], [task], [tooled]])
+    assert [b.per_row for b in both] == [[float(s == v) for s in secrets] for v in (3, 1, 5)]
+    assert genome.describe(Prompt(tools=1))["tools"] == {"guess": "Guess the hidden number. Always guess 5."}
     data = tiny_data({"tasks": [{**GUESS, "test": GUESS["val"]}],
                       "coevolve": {"tasks": {"guess": {"templates": ["{question}!"], "max_shots": 0}}}})
-    with pytest.raises(ValueError, match="only `systems` evolve there"):
+    with pytest.raises(ValueError, match="only `systems` and `tools` evolve there"):
         recipe_from_dict(data)
+    data["coevolve"]["tasks"]["guess"] = {"tools": [{"guess": "Guess.", "submit": "Submit."}], "max_shots": 0}
+    with pytest.raises(ValueError, match=r"tools\[0\]: submit is not a tool of guess; expected some of: guess"):
+        recipe_from_dict(data)
+    single = tiny_data({"coevolve": {"tasks": {"chain_sum": {"tools": [{"add": "Add."}]}}}})
+    with pytest.raises(ValueError, match="calls no tools"):
+        recipe_from_dict(single)
     for extra, why in (({"fitness": {"reward": "numeric"}}, "play an environment, whose episodes carry"),
                        ({"gradient": {"rewards": {"numeric": 1.0}}}, "rewarded by its episodes")):
         with pytest.raises(ValueError, match=why):
@@ -213,6 +224,8 @@ def test_a_gradient_job_trains_on_the_environment(tmp_path):
     assert (tmp_path / "run" / "directions" / "dir-0" / "adapter_model.safetensors").is_file()
     assert manifest["optimizer_steps"] == 1 and manifest["tokens"] > 0 and len(manifest["reward_curve"]) == 1
     assert manifest["train_rows"] == 8 and manifest["tool_calls_per_completion"] is not None  # TRL ran the tools
+    # each turn capped at turn_tokens as in our episodes (the tiny model calls no tool: one turn, not 16 tokens)
+    assert manifest["longest_completion"] <= 8
 
 
 def test_es_over_episodes_resumes_by_replay(tmp_path):

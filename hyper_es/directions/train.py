@@ -184,7 +184,7 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         per_device_train_batch_size=g.batch_size, gradient_accumulation_steps=g.accumulation_steps,
         num_generations=g.num_generations,
         max_completion_length=played.limits().max_tokens if played else g.max_completion_length,
-        **({"max_tool_calling_iterations": played.limits().max_turns} if played else {}),
+        **(_episode_settings(played.limits(), g.use_vllm) if played else {}),
         temperature=g.temperature, beta=g.beta,
         loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,
         logging_steps=1, report_to="none", disable_tqdm=True,
@@ -192,6 +192,13 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         use_cpu=not cuda, bf16=cuda and recipe.model.dtype == "bfloat16",
         gradient_checkpointing=cuda, lr_scheduler_type="constant", warmup_steps=0,
     )
+
+
+def _episode_settings(limits, use_vllm: bool) -> dict:
+    """TRL's turns for an episode: `max_turns` tool-calling iterations, each turn's generation capped at
+    `turn_tokens` as in our episodes (TRL otherwise lets one turn take the whole `max_completion_length`)."""
+    cap = {"max_tokens" if use_vllm else "max_new_tokens": min(limits.turn_tokens, limits.max_tokens)}
+    return {"max_tool_calling_iterations": limits.max_turns, "generation_kwargs": cap}
 
 
 def trl_vllm_settings(recipe: Recipe) -> dict:
@@ -272,7 +279,9 @@ def job_manifest(recipe: Recipe, job: JobSpec, trainer, base_hash: str, start: d
         "reward_curve": [[h["step"], h["reward"]] for h in history if "reward" in h],
         "wall_seconds": seconds, "versions": versions(),
         **({"tool_calls_per_completion": _mean(h.get("tools/call_frequency") for h in history),
-            "tool_failures_per_call": _mean(h.get("tools/failure_frequency") for h in history)}
+            "tool_failures_per_call": _mean(h.get("tools/failure_frequency") for h in history),
+            "longest_completion": max((h["completions/max_length"] for h in history
+                                       if "completions/max_length" in h), default=None)}
            if any("tools/call_frequency" in h for h in history) else {}),  # an environment's job (TRL's metrics)
     }
 
