@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hyper_es.compare.grid import overlay
 from hyper_es.compare.run import compare, plan_for, same_baseline, variants
@@ -73,6 +74,8 @@ def test_compare_runs_every_stage_and_charges_the_grid(whole):
         assert rows["hyper-es-linear"]["name"] == "hyper-es" and "grpo-equal-compute" in rows
         equal = json.loads((root / f"seed{seed}" / "equal" / "equal_compute.json").read_text())
         assert equal["budget_tokens"] == report["hyper-es"]["tokens"] and equal["accumulation"] >= 1
+        es = yaml.safe_load((root / f"seed{seed}" / "es" / "recipe.yaml").read_text())["es"]
+        assert es["max_tokens"] == report["hyper-es"]["tokens"]  # ES given the Hyper-ES row's generated tokens
         variant = root / f"seed{seed}" / "linear"
         assert (variant / "directions" / "baseline" / "manifest.json").stat().st_ino == \
             (main / "directions" / "baseline" / "manifest.json").stat().st_ino  # the same baseline job, shared

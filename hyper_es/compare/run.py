@@ -98,10 +98,26 @@ def run_variant(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str)
     """A variant's Hyper-ES run: the main run's baseline and its rows where its baseline job is the same."""
     from hyper_es.pipeline import run
 
-    mine = arm_recipe(recipe, seed, lr, name, recipe.compare.variants[name])
+    mine = arm_recipe(recipe, seed, lr, name, es_budget(recipe, seed_dir, name))
     same = same_baseline(mine, arm_recipe(recipe, seed, lr))
     link(seed_dir / MAIN, seed_dir / name, baseline=same, rows=BASELINE_ROWS if same else ("base",))
     run(mine, seed_dir / name)
+
+
+def es_budget(recipe: Recipe, seed_dir: Path, name: str) -> dict:
+    """A variant's overlay; a `method: es` variant with no `es.max_tokens` of its own, under `equal: tokens`, gets the
+    main Hyper-ES row's generated tokens (train, search and select) as its members' fitness budget."""
+    changes = recipe.compare.variants[name]
+    es = changes.get("es") or {}
+    if changes.get("method") != "es" or "max_tokens" in es or recipe.compare.equal != "tokens":
+        return changes
+    from hyper_es.io import read_json
+    from hyper_es.rundir import REPORT_FILE
+
+    report = read_json(seed_dir / MAIN / REPORT_FILE, "re-run the main run")
+    tokens = next(r for r in report["rows"] if r["name"] == "hyper-es")["tokens"]
+    logger.info("seed %s %s: ES given the hyper-es row's %d generated tokens", seed_dir.name, name, tokens)
+    return {**changes, "es": {**es, "max_tokens": int(tokens)}}
 
 
 def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe:

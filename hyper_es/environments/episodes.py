@@ -60,6 +60,17 @@ def schemas_of(env_cls: type) -> tuple[dict, ...]:
     return tuple(tool_schema(getattr(env_cls, n)) for n in tool_names(env_cls))
 
 
+def described(env_cls: type, texts: dict[str, str] | None = None) -> list[dict]:
+    """The class's tool schemas with the descriptions `texts` gives (tool name -> description; a co-evolved gene)."""
+    out = list(schemas_of(env_cls))
+    for i, schema in enumerate(out):
+        fn = schema.get("function", schema)
+        if texts and fn["name"] in texts:
+            fn = {**fn, "description": texts[fn["name"]]}
+            out[i] = {**schema, "function": fn} if "function" in schema else fn
+    return out
+
+
 def as_messages(prompt: str | list[dict]) -> list[dict]:
     """A row's prompt as chat messages: a string is the user message; a list of messages is a conversational
     prompt, as TRL takes it (copied)."""
@@ -93,22 +104,24 @@ def run_episodes(engine, tok, env_cls: type, rows: list[dict], limits: Limits = 
 
 
 def play(generate, tok, env_cls: type, rows: list[list[dict]], limits: Limits = Limits(), *,
-         sampling: Sampling = Sampling(), template: str | None = None,
-         max_len: int | None = None) -> list[list[Episode]]:
+         sampling: Sampling = Sampling(), template: str | None = None, max_len: int | None = None,
+         schemas: list[list[dict]] | None = None) -> list[list[Episode]]:
     """Episodes of several players (`rows[p]`: player p's rows), every turn in one call `generate(asks)`: `asks[p]`
     is player p's prompt groups (`generate_groups`' argument; [] once its episodes have ended) and the result is
     each player's outputs. An engine with LoRA candidates passes `asks` to `generate_candidates`. With `sampling.n`
-    above 1, each row is played n times (its episodes next to each other)."""
+    above 1, each row is played n times (its episodes next to each other). `schemas[p]`: the tools as player p
+    sees them (default: the class's own, `described`)."""
     players, t0 = [start(env_cls, [r for r in rs for _ in range(sampling.n)]) for rs in rows], time.monotonic()
     template = template or chat_template(tok)
     names = tool_names(env_cls)  # found once: each turn binds them to its episode's environment
-    schemas = list(schemas_of(env_cls))
+    schemas = schemas or [described(env_cls)] * len(players)
+    seen = {id(e): schemas[p] for p, eps in enumerate(players) for e in eps}
     while any(e.end is None for eps in players for e in eps):
         if time.monotonic() - t0 > limits.wall_s:
             for e in (e for eps in players for e in eps if e.end is None):
                 _finish(e, "wall_s")
             break
-        prompts = {id(e): tok.apply_chat_template(e.messages, tools=schemas, add_generation_prompt=True,
+        prompts = {id(e): tok.apply_chat_template(e.messages, tools=seen[id(e)], add_generation_prompt=True,
                                                   tokenize=True, chat_template=template, return_dict=False)
                    for eps in players for e in eps if e.end is None}
         for e in (e for eps in players for e in eps if e.end is None):

@@ -86,7 +86,7 @@ def _played(gen, tokenizer, job: EvalJob) -> TaskResult:
     t0, task, sampling = time.perf_counter(), job.task, job.decoding()
     rows = task.episode_rows(task.rows(job.split)[: job.limit] if job.limit else task.rows(job.split))
     episodes = play(lambda asks: [gen.generate_groups(asks[0])], tokenizer, task.environment, [rows], task.limits(),
-                    sampling=sampling, max_len=getattr(gen, "max_model_len", None))[0]
+                    sampling=sampling, max_len=getattr(gen, "max_model_len", None), schemas=[task.tool_schemas()])[0]
     records, counts, scored, n = [], [], [], sampling.n
     for i, row in enumerate(rows):
         mine = episodes[i * n:(i + 1) * n]

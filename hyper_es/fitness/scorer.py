@@ -99,14 +99,15 @@ class Scorer:
     def _play(self, rows: list[dict], samples: int, temperature: float, seed: int, tasks, generate) -> list[dict]:
         """Each player's episodes per environment task ({task: [episode per row × sample]}); players: one per
         entry of `rows`, every turn in one call of `generate` (see environments.play). `tasks`: each player's tasks
-        as prompted (a co-evolved system turn opens its episodes), or None for the Scorer's."""
+        as prompted (a co-evolved system turn opens its episodes, its tool descriptions are theirs), or None for the Scorer's."""
         played = [{} for _ in rows]
         views = [{t.name: t for t in ts or self.tasks} for ts in tasks]
         for task in [t for t in self.tasks if t.environment is not None and rows[0].get(t.name)]:
             sampling = task.sampling(n=samples, temperature=temperature, seed=seed)
             episodes = play(generate, self.tok, task.environment,
                             [v[task.name].episode_rows(r[task.name]) for v, r in zip(views, rows, strict=True)],
-                            task.limits(), sampling=sampling, max_len=getattr(self.engine, "max_model_len", None))
+                            task.limits(), sampling=sampling, max_len=getattr(self.engine, "max_model_len", None),
+                            schemas=[v[task.name].tool_schemas() for v in views])
             for mine, eps in zip(played, episodes):
                 mine[task.name] = eps
         return played

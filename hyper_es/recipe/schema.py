@@ -84,8 +84,20 @@ class Recipe(Strict):
             if self.task(ref).environment is not None and (space.templates or space.formats or space.max_shots
                                                            or space.propose):
                 raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes open with "
-                                 f"its rows' own prompts: only `systems` evolve there; expected templates, formats "
-                                 f"and propose empty and max_shots: 0")
+                                 f"its rows' own prompts: only `systems` and `tools` evolve there; expected templates, "
+                                 f"formats and propose empty and max_shots: 0")
+            env = self.task(ref).environment
+            if space.tools and env is None:
+                raise ValueError(f"@coevolve.tasks.{ref}.tools: task '{ref}' calls no tools (it has no environment); "
+                                 f"expected tools only on an environment task")
+            if space.tools:
+                from hyper_es.environments import load_environment, tool_names
+
+                own = tool_names(load_environment(env.factory))
+                for i, alt in enumerate(space.tools):
+                    if set(alt) - set(own):
+                        raise ValueError(f"@coevolve.tasks.{ref}.tools[{i}]: {', '.join(sorted(set(alt) - set(own)))} "
+                                         f"is not a tool of {env.factory}; expected some of: {', '.join(own)}")
             if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
                 raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                                  f"but task '{ref}' has none; expected 0")

@@ -228,6 +228,9 @@ class PromptSpace(Strict):
     systems: list[str | None] = Field(default_factory=list, description="alternative system turns (null: none)")
     templates: list[str] = Field(default_factory=list, description="alternative user templates ({question}, ...)")
     formats: list[str] = Field(default_factory=list, description="answer-format lines appended to the user turn")
+    tools: list[dict[str, str]] = Field(
+        default_factory=list, description="an environment task's alternative tool descriptions: each maps tool names "
+        "to a description (the tools it does not name keep their docstring's)")
     max_shots: NonNegInt = Field(3, description="few-shot examples at most, each a train row the genome picks")
     propose: NonNegInt = Field(0, description="rewrites of the task's template the proposer model is asked for once, "
                                "before the search; those that keep its placeholders are added to templates "

@@ -14,7 +14,7 @@ from typing import Any
 from hyper_es import rewards
 from hyper_es.sampling import Sampling
 from hyper_es.environments import Limits, load_environment
-from hyper_es.environments.episodes import as_messages
+from hyper_es.environments.episodes import as_messages, described
 from hyper_es.errors import DataError
 from hyper_es.recipe import ReasoningGymSource, Recipe, TaskConfig
 from hyper_es.tasks import prompts
@@ -39,6 +39,7 @@ class Task:
         self._cut_logged: set[str] = set()
         self._dropped = 0  # train rows dropped for sharing a question with val/test (unpartitioned splits)
         self.fixed_shots: list[dict] | None = None  # the same examples for every row (a prompt genome's)
+        self.tool_texts: dict[str, str] | None = None  # an environment's tool descriptions (a prompt genome's)
 
     def rows(self, split: str) -> list[dict]:
         """Rows of a split (cached). Generated splits partition the questions (`partition: question`); otherwise
@@ -202,6 +203,10 @@ class Task:
         if not system:
             return rows
         return [{**r, "prompt": [{"role": "system", "content": system}, *as_messages(r["prompt"])]} for r in rows]
+
+    def tool_schemas(self) -> list[dict]:
+        """An environment task's tools as its episodes show them (descriptions: a co-evolved prompt's gene)."""
+        return described(self.environment, self.tool_texts)
 
     def limits(self) -> Limits:
         """An environment task's episode limits (`environment:` in the recipe)."""

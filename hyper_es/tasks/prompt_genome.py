@@ -16,7 +16,7 @@ from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import PromptSpace
 from hyper_es.tasks import prompts
 
-GENES = ("system", "template", "format", "shots")
+GENES = ("system", "template", "format", "shots", "tools")
 PROMPT_FILE = "prompt.json"  # RUN/search/prompt.json: the co-evolved prompt of the hyper-es+prompt row
 
 
@@ -29,20 +29,22 @@ class Prompt:
     template: int = 0
     format: int = 0
     shots: tuple[int, ...] | None = None
+    tools: int = 0  # an environment task's tool descriptions
 
     def to_json(self) -> dict:
         return {"system": self.system, "template": self.template, "format": self.format,
-                "shots": None if self.shots is None else list(self.shots)}
+                "shots": None if self.shots is None else list(self.shots), **({"tools": self.tools} if self.tools else {})}
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> Prompt:
-        if not isinstance(data, dict) or set(data) != set(GENES):
-            raise DataError(f"{where}: a prompt is an object with exactly {', '.join(GENES)}")
-        ints = {g: data[g] for g in GENES[:3]}
+        if not isinstance(data, dict) or not set(GENES[:4]) <= set(data) <= set(GENES):
+            raise DataError(f"{where}: a prompt is an object with {', '.join(GENES[:4])} and, where not 0, tools")
+        ints = {g: data.get(g, 0) for g in (*GENES[:3], "tools")}  # tools: only where not 0
         shots = data["shots"]
         if not all(type(v) is int for v in ints.values()) or not (
                 shots is None or isinstance(shots, list) and all(type(v) is int for v in shots)):
-            raise DataError(f"{where}: system, template and format are integers, shots a list of integers or null")
+            raise DataError(f"{where}: system, template, format and tools are integers, shots a list of integers or "
+                            f"null")
         return cls(**ints, shots=None if shots is None else tuple(shots))
 
 
@@ -56,6 +58,7 @@ class PromptGenome:
         self.systems = _first(own.system, space.systems)
         self.templates = _first(own.template, space.templates)
         self.formats = _first("", space.formats)
+        self.tools = _first({}, space.tools)
         self.max_shots = space.max_shots
         self.pool = task.rows("train") if space.max_shots or own.few_shot else []
         held = {r.get("question") for s in ("val", "test") if getattr(task.cfg, s) for r in task.rows(s)}
@@ -67,7 +70,7 @@ class PromptGenome:
         return Prompt(shots=None if self.base.cfg.prompt.few_shot else ())
 
     def check(self, p: Prompt, where: str) -> Prompt:
-        sizes = {"system": len(self.systems), "template": len(self.templates), "format": len(self.formats)}
+        sizes = {g: len(alts) for g, alts in self.alternatives().items()}
         for gene, n in sizes.items():
             if not 0 <= getattr(p, gene) < n:
                 raise DataError(f"{where}: {gene} {getattr(p, gene)} is not one of the {n} alternatives")
@@ -77,28 +80,30 @@ class PromptGenome:
                             f"{len(self.pool)} train rows")
         return p
 
+    def alternatives(self) -> dict[str, list]:
+        """Each gene but the few-shot examples: its alternatives, the task's own first."""
+        return {"system": self.systems, "template": self.templates, "format": self.formats, "tools": self.tools}
+
     def mutable(self) -> list[str]:
         """The genes with more than one value."""
-        out = [g for g, alts in (("system", self.systems), ("template", self.templates), ("format", self.formats))
-               if len(alts) > 1]
+        out = [g for g, alts in self.alternatives().items() if len(alts) > 1]
         return out + (["shots"] if self.max_shots and len(self.pool) > 1 else [])
 
     def neighbours(self) -> list[Prompt]:
-        """The task's own prompt, then every prompt one system turn, template or format line away from it (the
-        few-shot examples as its own): the candidates of a prompt control."""
+        """The task's own prompt, then every prompt one system turn, template, format line or set of tool
+        descriptions away from it (the few-shot examples as its own): the candidates of a prompt control."""
         own = self.start()
-        return [own] + [_replace(own, **{g: i}) for g, alts in (("system", self.systems), ("template", self.templates),
-                                                                 ("format", self.formats)) for i in range(1, len(alts))]
+        return [own] + [_replace(own, **{g: i}) for g, alts in self.alternatives().items() for i in range(1, len(alts))]
 
     def mutate(self, p: Prompt, rng: random.Random) -> Prompt:
-        """One gene changed: another system turn, template or format line, or one few-shot example added, removed
-        or swapped for another train row. A prompt with no gene that can change is returned as it is."""
+        """One gene changed: another system turn, template, format line or tool descriptions, or one few-shot example
+        added, removed or swapped for another train row. A prompt with no gene that can change is returned as it is."""
         genes = self.mutable()
         if not genes:
             return p
         gene = rng.choice(genes)
         if gene != "shots":
-            n = len(getattr(self, gene + "s"))
+            n = len(self.alternatives()[gene])
             return _replace(p, **{gene: rng.choice([i for i in range(n) if i != getattr(p, gene)])})
         shots = list(self._own_draw(rng) if p.shots is None else p.shots)
         ops = (["add"] if len(shots) < min(self.max_shots, len(self.pool)) else []) + (
@@ -134,6 +139,7 @@ class PromptGenome:
         view = copy.copy(self.base)
         view.cfg = self.base.cfg.model_copy(update={"prompt": own.model_copy(update=update)})
         view.fixed_shots = None if p.shots is None else [self.pool[i] for i in p.shots]
+        view.tool_texts = self.tools[p.tools] or None
         view.prompt_key = p  # what a Scorer caches this view's token ids under
         return view
 
@@ -142,7 +148,8 @@ class PromptGenome:
         shots = None if p.shots is None else [{"id": self.pool[i].get("id"), "question": self.pool[i].get("question")}
                                               for i in p.shots]
         return {"genes": p.to_json(), "system": self.systems[p.system], "template": self.templates[p.template],
-                "format": self.formats[p.format], "shots": shots}
+                "format": self.formats[p.format], "shots": shots,
+                **({"tools": self.tools[p.tools]} if self.base.environment is not None else {})}
 
 
     def exported(self, p: Prompt) -> dict:
@@ -157,7 +164,8 @@ class PromptGenome:
         where = f"task '{self.base.name}'"
         shots = [{"user": prompts.fill(cfg.template, r, where), "assistant": prompts.fill(cfg.shot_answer, r, where)}
                  for r in view.fixed_shots or []]
-        return {"system": cfg.system, "shots": shots, "template": cfg.template, "chat": cfg.chat}
+        return {"system": cfg.system, "shots": shots, "template": cfg.template, "chat": cfg.chat,
+                **({"tools": view.tool_schemas()} if view.environment is not None else {})}
 
 
 class TaskPrompts:
@@ -216,7 +224,12 @@ def render_exported(exported: dict, row: dict, tokenizer) -> str:
 
 
 def _first(own, alternatives: list) -> list:
-    return [own] + [a for a in dict.fromkeys(alternatives) if a != own]
+    """The task's own value, then the distinct alternatives that differ from it, in order (dicts compared by value)."""
+    out = [own]
+    for a in alternatives:
+        if a not in out:
+            out.append(a)
+    return out
 
 
 def _replace(p: Prompt, **genes) -> Prompt:
