@@ -61,7 +61,8 @@ def train_specialists(root: Path) -> list[Path]:
         dest = root / ADAPTERS / skill
         if not (dest / MANIFEST_FILE).is_file():
             data = overlay(recipe.model_dump(mode="json"), {"gradient.tasks": [skill], "gradient.checkpoint_every": 5,
-                                                            "directions": None, "gradfit": None})
+                                                            "directions": None, "gradfit": None,
+                                                            "compare.further": False})  # no given adapters here
             one = recipe_from_dict(data, root / SETTINGS["multitask"])
             g = one.gradient
             job = JobSpec(skill, g.seed, g.learning_rate, plan_baseline(one).steps, None, 1, g.lora)
