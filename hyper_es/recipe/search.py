@@ -253,8 +253,8 @@ class CoevolveConfig(Strict):
     seed: int = 0
     controls: list[str] = Field(default_factory=list, description=(
         "rows (base, scaled, baseline, baseline@N, a direction) also evaluated as <row>+prompt: their weights with, "
-        "per task, the best of its own prompt and each one-gene change of it (a system turn, template or format "
-        "line above), chosen on validation: the prompt control the co-evolution must beat"))
+        "per task, the best of its own prompt and each one-gene change of it (a system turn, template, format "
+        "line or tool descriptions above), chosen on validation: the prompt control the co-evolution must beat"))
 
     @model_validator(mode="after")
     def _elite_fits(self) -> CoevolveConfig:
