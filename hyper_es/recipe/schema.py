@@ -78,29 +78,7 @@ class Recipe(Strict):
                 raise ValueError(f"@eval.pass_k_tasks[{i}]: '{ref}' is not a task with a test split; expected one of: "
                                  f"{', '.join(t.name for t in self.tasks if t.test is not None)}")
         for ref in self.coevolve.tasks if self.coevolve else []:
-            if ref not in names:
-                raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
-            space = self.coevolve.tasks[ref]
-            if self.task(ref).environment is not None and (space.templates or space.formats or space.max_shots
-                                                           or space.propose):
-                raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes open with "
-                                 f"its rows' own prompts: only `systems` and `tools` evolve there; expected templates, "
-                                 f"formats and propose empty and max_shots: 0")
-            env = self.task(ref).environment
-            if space.tools and env is None:
-                raise ValueError(f"@coevolve.tasks.{ref}.tools: task '{ref}' calls no tools (it has no environment); "
-                                 f"expected tools only on an environment task")
-            if space.tools:
-                from hyper_es.environments import load_environment, tool_names
-
-                own = tool_names(load_environment(env.factory))
-                for i, alt in enumerate(space.tools):
-                    if set(alt) - set(own):
-                        raise ValueError(f"@coevolve.tasks.{ref}.tools[{i}]: {', '.join(sorted(set(alt) - set(own)))} "
-                                         f"is not a tool of {env.factory}; expected some of: {', '.join(own)}")
-            if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
-                raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
-                                 f"but task '{ref}' has none; expected 0")
+            self._check_genes(ref, names)
         if self.method == "hyper-es" and self.search.recommend == "best_val" and not self.fitness.rescore_top:
             raise ValueError("@fitness.rescore_top: 0 re-scores nothing on validation, and search.recommend: best_val "
                              "returns the best re-scored candidate; expected rescore_top >= 1, or recommend: mean")
@@ -148,6 +126,32 @@ class Recipe(Strict):
             raise ValueError(f"@gradient.directions: vary: task gives each of the {len(trained)} training tasks the "
                              f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")
         return self
+
+    def _check_genes(self, ref: str, names: list[str]) -> None:
+        """A co-evolved task's prompt genes: a known task, and genes that apply to it."""
+        if ref not in names:
+            raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
+        space = self.coevolve.tasks[ref]
+        if self.task(ref).environment is not None and (space.templates or space.formats or space.max_shots
+                                                       or space.propose):
+            raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes open with "
+                             f"its rows' own prompts: only `systems` and `tools` evolve there; expected templates, "
+                             f"formats and propose empty and max_shots: 0")
+        env = self.task(ref).environment
+        if space.tools and env is None:
+            raise ValueError(f"@coevolve.tasks.{ref}.tools: task '{ref}' calls no tools (it has no environment); "
+                             f"expected tools only on an environment task")
+        if space.tools:
+            from hyper_es.environments import load_environment, tool_names
+
+            own = tool_names(load_environment(env.factory))
+            for i, alt in enumerate(space.tools):
+                if set(alt) - set(own):
+                    raise ValueError(f"@coevolve.tasks.{ref}.tools[{i}]: {', '.join(sorted(set(alt) - set(own)))} "
+                                     f"is not a tool of {env.factory}; expected some of: {', '.join(own)}")
+        if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
+            raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
+                             f"but task '{ref}' has none; expected 0")
 
     def searched_task_names(self) -> list[str]:
         """The search's and ES's tasks: `fitness.tasks`, else every task with a val split."""
