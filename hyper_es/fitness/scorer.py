@@ -99,7 +99,8 @@ class Scorer:
     def _play(self, rows: list[dict], samples: int, temperature: float, seed: int, tasks, generate) -> list[dict]:
         """Each player's episodes per environment task ({task: [episode per row × sample]}); players: one per
         entry of `rows`, every turn in one call of `generate` (see environments.play). `tasks`: each player's tasks
-        as prompted (a co-evolved system turn opens its episodes, its tool descriptions are theirs), or None for the Scorer's."""
+        as prompted (a co-evolved system turn opens its episodes, and their tools show its descriptions), or None for
+        the Scorer's."""
         played = [{} for _ in rows]
         views = [{t.name: t for t in ts or self.tasks} for ts in tasks]
         for task in [t for t in self.tasks if t.environment is not None and rows[0].get(t.name)]:
