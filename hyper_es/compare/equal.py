@@ -18,8 +18,7 @@ def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, 
     up, so the control gets at least the budget; at most `max_batches` (then it is `capped`, and the plan says so)."""
     from hyper_es.directions.manifest import read_manifest
 
-    report = read_json(Path(main) / REPORT_FILE, "re-run the main run")
-    row = next(r for r in report["rows"] if r["name"] == "hyper-es")
+    row = hyper_es_row(main)
     job = read_manifest(Path(main) / DIRECTIONS_DIR / "baseline")
     steps = job["optimizer_steps"]
     per_step, per_step_s = job["tokens"] / steps, job["wall_seconds"] / steps
@@ -30,6 +29,12 @@ def equal_plan(main: Path, baseline_every: int, max_batches: int | None = None, 
             "baseline_tokens_per_step": per_step, "baseline_s_per_step": per_step_s, "steps": steps,
             "accumulation": accumulation, "batches": steps * accumulation, "snapshot_every": baseline_every,
             "equal_steps": equal, "equal_wall_steps": equal_s, "capped": steps * accumulation < equal}
+
+
+def hyper_es_row(main: Path) -> dict:
+    """The main run's Hyper-ES row (its report): the budget the equal-compute controls and an ES arm get."""
+    report = read_json(Path(main) / REPORT_FILE, "re-run the main run")
+    return next(r for r in report["rows"] if r["name"] == "hyper-es")
 
 
 def equal_overlay(plan: dict) -> dict:

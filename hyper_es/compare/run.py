@@ -111,11 +111,9 @@ def es_budget(recipe: Recipe, seed_dir: Path, name: str) -> dict:
     es = changes.get("es") or {}
     if changes.get("method") != "es" or "max_tokens" in es or recipe.compare.equal != "tokens":
         return changes
-    from hyper_es.io import read_json
-    from hyper_es.rundir import REPORT_FILE
+    from hyper_es.compare.equal import hyper_es_row
 
-    report = read_json(seed_dir / MAIN / REPORT_FILE, "re-run the main run")
-    tokens = next(r for r in report["rows"] if r["name"] == "hyper-es")["tokens"]
+    tokens = hyper_es_row(seed_dir / MAIN)["tokens"]
     logger.info("seed %s %s: ES given the hyper-es row's %d generated tokens", seed_dir.name, name, tokens)
     return {**changes, "es": {**es, "max_tokens": int(tokens)}}
 

@@ -61,14 +61,20 @@ def schemas_of(env_cls: type) -> tuple[dict, ...]:
 
 
 def described(env_cls: type, texts: dict[str, str] | None = None) -> list[dict]:
-    """The class's tool schemas with the descriptions `texts` gives (tool name -> description; a co-evolved gene)."""
-    out = list(schemas_of(env_cls))
+    """The class's tool schemas with the descriptions `texts` gives (tool name -> description; a co-evolved gene),
+    made once per class and texts (a candidate's scoring asks for them every time)."""
+    return list(_described(env_cls, tuple(sorted((texts or {}).items()))))
+
+
+@functools.lru_cache(maxsize=256)
+def _described(env_cls: type, texts: tuple[tuple[str, str], ...]) -> tuple[dict, ...]:
+    out, given = list(schemas_of(env_cls)), dict(texts)
     for i, schema in enumerate(out):
         fn = schema.get("function", schema)
-        if texts and fn["name"] in texts:
-            fn = {**fn, "description": texts[fn["name"]]}
+        if fn["name"] in given:
+            fn = {**fn, "description": given[fn["name"]]}
             out[i] = {**schema, "function": fn} if "function" in schema else fn
-    return out
+    return tuple(out)
 
 
 def as_messages(prompt: str | list[dict]) -> list[dict]:

@@ -131,13 +131,11 @@ class Recipe(Strict):
         """A co-evolved task's prompt genes: a known task, and genes that apply to it."""
         if ref not in names:
             raise ValueError(f"@coevolve.tasks.{ref}: unknown task; expected one of: {', '.join(names)}")
-        space = self.coevolve.tasks[ref]
-        if self.task(ref).environment is not None and (space.templates or space.formats or space.max_shots
-                                                       or space.propose):
+        space, env = self.coevolve.tasks[ref], self.task(ref).environment
+        if env is not None and (space.templates or space.formats or space.max_shots or space.propose):
             raise ValueError(f"@coevolve.tasks.{ref}: task '{ref}' plays an environment, whose episodes open with "
                              f"its rows' own prompts: only `systems` and `tools` evolve there; expected templates, "
                              f"formats and propose empty and max_shots: 0")
-        env = self.task(ref).environment
         if space.tools and env is None:
             raise ValueError(f"@coevolve.tasks.{ref}.tools: task '{ref}' calls no tools (it has no environment); "
                              f"expected tools only on an environment task")
@@ -149,7 +147,7 @@ class Recipe(Strict):
                 if set(alt) - set(own):
                     raise ValueError(f"@coevolve.tasks.{ref}.tools[{i}]: {', '.join(sorted(set(alt) - set(own)))} "
                                      f"is not a tool of {env.factory}; expected some of: {', '.join(own)}")
-        if self.task(ref).train is None and self.coevolve.tasks[ref].max_shots:
+        if self.task(ref).train is None and space.max_shots:
             raise ValueError(f"@coevolve.tasks.{ref}.max_shots: few-shot examples come from the train split, "
                              f"but task '{ref}' has none; expected 0")
 
