@@ -151,6 +151,29 @@ def test_a_co_evolved_system_turn_opens_each_candidates_episodes(tok):
             recipe_from_dict(tiny_data({"tasks": [{**GUESS, "train": GUESS["val"], "test": GUESS["val"]}], **extra}))
 
 
+def test_a_baseline_on_an_environment_beside_single_turn_tasks_is_refused_by_the_recipe(tmp_path):
+    """TRL's trainer takes one environment and no single-turn rows beside it, and the GRPO-LoRA baseline trains on
+    every training task: `hyper-es check` refuses such a recipe, unless the directions are given and no baseline
+    is trained; `hyper-es compare` (whose lr grid trains the baseline) refuses it then too."""
+    from hyper_es.compare.run import compare
+    from hyper_es.errors import RecipeError
+    from hyper_es.recipe import recipe_from_dict
+    from recipes import tiny_data  # noqa: E402
+
+    data = tiny_data({"gradient.rewards": None})
+    data["tasks"].append({**GUESS, "train": GUESS["val"], "test": GUESS["val"]})
+    with pytest.raises(ValueError, match="gradient.tasks: a GRPO job trains on one environment or on single-turn "
+                                         "tasks, not both: the training tasks are .*guess; expected gradient.tasks"):
+        recipe_from_dict(data)
+    assert recipe_from_dict({**data, "gradient": {**data["gradient"], "tasks": ["guess"]}}).mixed_training() is None
+    given = recipe_from_dict({**data, "directions": {"adapters": ["a", "b"]}})  # no GRPO job in `hyper-es run`
+    with pytest.raises(RecipeError, match="gradient.tasks: a GRPO job trains on one environment"):
+        compare(given, [0], tmp_path / "cmp")
+    assert not (tmp_path / "cmp").exists()
+    with pytest.raises(ValueError, match="a GRPO job trains on one environment"):
+        recipe_from_dict({**data, "directions": {"adapters": ["a", "b"], "baseline": True}})
+
+
 def test_the_evaluation_plays_an_environment_task(tok):
     """`evaluate_tasks` plays an environment task beside a single-turn one: Pass@1 is the share of episodes solved,
     and each record keeps its episode (counts and the messages after the prompt)."""

@@ -39,6 +39,8 @@ def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True)
     from hyper_es.directions.collect import prepare_run_dir
 
     out = Path(out)
+    if why := recipe.mixed_training():  # the baseline's lr grid trains on every training task at once
+        raise RecipeError(f"{recipe._path or '<recipe>'}: gradient.tasks: {why}")
     arms = variants(recipe)  # every overlay checked before anything runs
     prepare_run_dir(recipe, out)  # an ROOT begun with another model, tasks or gradient stage is refused
     write_plan(out, plan_for(recipe))

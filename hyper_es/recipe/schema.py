@@ -127,6 +127,24 @@ class Recipe(Strict):
                              f"same number of jobs; expected a multiple of {len(trained)}, got {g.directions}")
         return self
 
+    @model_validator(mode="after")
+    def _training_mix(self) -> Recipe:
+        """The GRPO-LoRA baseline trains on every training task at once (`hyper-es run` trains it unless the
+        directions are given without `baseline: true`; `hyper-es compare` always): refused where it cannot."""
+        if (self.directions is None or self.directions.baseline) and (why := self.mixed_training()):
+            raise ValueError(f"@gradient.tasks: {why}")
+        return self
+
+    def mixed_training(self) -> str | None:
+        """Why a GRPO job on every training task at once cannot run (TRL's trainer takes one environment, not beside
+        single-turn tasks), or None."""
+        trained = self.training_task_names()
+        kinds = {self.task(n).environment.factory if self.task(n).environment else None for n in trained}
+        if len(kinds) < 2:
+            return None
+        return (f"a GRPO job trains on one environment or on single-turn tasks, not both: the training tasks are "
+                f"{', '.join(trained)}; expected gradient.tasks of one kind (the GRPO-LoRA baseline trains on them all)")
+
     def _check_genes(self, ref: str, names: list[str]) -> None:
         """A co-evolved task's prompt genes: a known task, and genes that apply to it."""
         if ref not in names:
