@@ -351,6 +351,12 @@ def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
     rows = {r.name: r.kind for r in plan_rows(run, names, snapshots)}
     assert rows == {"base": "base", "a0": "direction", "a2": "direction", "wide": "direction", "uniform": "uniform",
                     "baseline": "baseline"}
+    from hyper_es.evaluate.final import evaluate_run
+
+    data["fitness"] = {"val_size": 4}
+    path.write_text(yaml.safe_dump(data))
+    evaluate_run(load_recipe(path), run, backend="hf", test=False)  # an lr grid's validation: the candidates only
+    assert sorted(p.stem for p in (run / "eval" / "val").glob("*.json")) == ["base", "baseline"]
 
 
 def test_a_baseline_started_from_a_given_adapter_trains_on_top_of_it(tmp_path):

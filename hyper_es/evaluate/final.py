@@ -195,7 +195,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     _, search_names, snapshots = eval_set(run_dir, load=False)  # the adapters and ES replay only if a row is left
     rows = plan_rows(run_dir, search_names, snapshots)
     val = validation_tasks(recipe)
-    given = recipe.directions is not None  # given adapters: each one's validation score, to choose one
+    # given adapters: each one's validation score, to choose one (adapter-further), or the one the baseline started
+    # from (charged to its early stop); not in a plain baseline's lr grid (test=False), which never reads them
+    given = recipe.directions is not None and (test or recipe.gradient.baseline_start is not None)
     val_todo = [r for r in rows if (r.kind in BASELINE_KINDS or (given and r.kind == "direction")) and val
                 and not (out / "val" / f"{r.name}.json").is_file()]
     held: list = []  # the engine, started on first use
