@@ -35,6 +35,24 @@ def test_a_7b_recipe_on_24gib_is_refused_in_one_line():
     assert len(errors) == 1 and "'gradient job'" in errors[0] and "gradient.batch_size" in errors[0]
 
 
+def test_an_environment_job_plans_its_episodes_tokens_as_the_completion():
+    """A GRPO job on an environment holds a whole episode as its completion (TRL's max_completion_length is the
+    task's `max_tokens` there): both plans count that, and micro-batches (`accumulation_steps`) shrink it."""
+    from hyper_es.memory import host, plan
+    from hyper_es.recipe import recipe_from_dict
+
+    rec = hx.load_recipe(ROOT / "recipes/smollm2-135m-guess.yaml")
+    cap = rec.task("guess").environment.max_tokens
+    assert rec.completion_cap() == cap and cap > rec.gradient.max_completion_length
+    shape = ModelShape.from_config(model_config(rec.model.name)[0])
+    assert f"324 prompt + {cap} completion" in host.gradient_stage(rec, shape, 324).notes[0]
+    assert f"324 prompt + {cap} completion" in plan.gradient_stage(rec, shape, 80 * GIB, 324).notes[-1]
+    data = rec.model_dump(mode="json")
+    data["gradient"].update(batch_size=4, accumulation_steps=4)
+    micro = recipe_from_dict(data, rec._path)
+    assert host.gradient_stage(micro, shape, 324).peak < host.gradient_stage(rec, shape, 324).peak / 3
+
+
 def test_the_shapes_give_the_published_parameter_counts():
     """Qwen2.5 model cards: 0.49B, 1.54B, 7.61B parameters."""
     for name, billions in (("Qwen/Qwen2.5-0.5B-Instruct", 0.49), ("Qwen/Qwen2.5-1.5B-Instruct", 1.54),

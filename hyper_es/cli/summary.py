@@ -40,8 +40,7 @@ def token_bounds(rec: Recipe, genes: int, k: int, test_rows: dict[str, int]) -> 
     g, s, f, e = rec.gradient, rec.search, rec.fitness, rec.eval
     jobs = ([] if rec.directions else plan_directions(rec)) + (
         [plan_baseline(rec)] if rec.directions is None or rec.directions.baseline else [])
-    played = [t.environment.max_tokens for t in rec.tasks if t.environment and t.name in (g.tasks or [t.name])]
-    per_step = g.batch_size * g.accumulation_steps * max(played, default=g.max_completion_length)
+    per_step = g.batch_size * g.accumulation_steps * rec.completion_cap()
     searched = [rec.task(n) for n in rec.searched_task_names()]
     popsize = s.popsize or cma_popsize(genes)
     fit = sum(f.minibatch * f.samples * t.generated_cap for t in searched)

@@ -32,7 +32,7 @@ def activations(shape: ModelShape, tokens: int, seq: int, nbytes: int = 4) -> in
 def gradient_stage(recipe, shape: ModelShape, prompt_tokens: int) -> Stage:
     g = recipe.gradient
     nbytes = BYTES[recipe.model.dtype]
-    b, c = g.batch_size, g.max_completion_length
+    b, c = g.batch_size, recipe.completion_cap()
     t = min(recipe.model.max_model_len, prompt_tokens + c)
     lora = shape.lora_params(max(direction_ranks(recipe)), [p for p in PROJECTIONS if p in g.lora.targets])
     parts = {

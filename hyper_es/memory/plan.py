@@ -109,7 +109,7 @@ def trl_vllm_share(recipe, shape: ModelShape, device_bytes: int) -> float:
 def gradient_stage(recipe, shape: ModelShape, device_bytes: int, prompt_tokens: int) -> Stage:
     g = recipe.gradient
     wb = BYTES[recipe.model.dtype]
-    b, c = g.batch_size, g.max_completion_length
+    b, c = g.batch_size, recipe.completion_cap()
     t = min(recipe.model.max_model_len, prompt_tokens + c)
     lora = shape.lora_params(max(direction_ranks(recipe)), [p for p in PROJECTIONS if p in g.lora.targets])
     work = b * t * (4 * shape.hidden + 2 * shape.kv_heads * shape.head_dim + 3 * shape.intermediate) * wb * 2

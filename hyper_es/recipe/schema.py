@@ -177,6 +177,13 @@ class Recipe(Strict):
         """The gradient stage's tasks: `gradient.tasks`, else every task with a train split."""
         return self.gradient.tasks or [t.name for t in self.tasks if t.train is not None]
 
+    def completion_cap(self) -> int:
+        """The most tokens a GRPO job's completion holds: an environment task's episode (`max_tokens`, TRL's
+        `max_completion_length` there), else `gradient.max_completion_length`."""
+        played = [self.task(n).environment.max_tokens for n in self.training_task_names()
+                  if self.task(n).environment is not None]
+        return max(played, default=self.gradient.max_completion_length)
+
     @property
     def base_dir(self) -> Path:
         """Folder that relative paths in the recipe are resolved against."""
