@@ -162,9 +162,13 @@ def test_a_baseline_on_an_environment_beside_single_turn_tasks_is_refused_by_the
 
     data = tiny_data({"gradient.rewards": None})
     data["tasks"].append({**GUESS, "train": GUESS["val"], "test": GUESS["val"]})
-    with pytest.raises(ValueError, match="gradient.tasks: a GRPO job trains on one environment or on single-turn "
-                                         "tasks, not both: the training tasks are .*guess; expected gradient.tasks"):
+    with pytest.raises(ValueError, match="gradient.tasks: a GRPO job trains on one environment section or on "
+                                         "single-turn tasks, not both: the training tasks are .*guess; expected"):
         recipe_from_dict(data)
+    longer = {**data["tasks"][-1], "name": "guess_long", "environment": {**GUESS["environment"], "max_turns": 4}}
+    with pytest.raises(ValueError, match="one environment section"):  # one job, one set of episode limits
+        recipe_from_dict({**data, "tasks": [*data["tasks"], longer], "gradient": {**data["gradient"],
+                                                                                  "tasks": ["guess", "guess_long"]}})
     assert recipe_from_dict({**data, "gradient": {**data["gradient"], "tasks": ["guess"]}}).mixed_training() is None
     given = recipe_from_dict({**data, "directions": {"adapters": ["a", "b"]}})  # no GRPO job in `hyper-es run`
     with pytest.raises(RecipeError, match="gradient.tasks: a GRPO job trains on one environment"):

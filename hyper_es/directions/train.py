@@ -66,15 +66,9 @@ def prompt_rows(task: Task, data: list[dict]) -> list[dict]:
 
 
 def environment_of(tasks: list[Task]) -> Task | None:
-    """The environment task a GRPO job trains on (TRL's `environment_factory`), or None; one environment per job,
-    not mixed with single-turn tasks."""
-    played = [t for t in tasks if t.environment is not None]
-    if not played:
-        return None
-    if len(played) != len(tasks) or len({t.environment for t in played}) > 1:
-        raise HyperESError(f"a GRPO job trains on one environment or on single-turn tasks, not both: its tasks are "
-                           f"{', '.join(t.name for t in tasks)}; give each its own job (gradient.jobs[].task)")
-    return played[0]
+    """The environment task a GRPO job trains on (TRL's `environment_factory`), or None; a recipe gives a job one
+    environment section or none (`Recipe.mixed_training`)."""
+    return next((t for t in tasks if t.environment is not None), None)
 
 
 def longest_prompt(recipe: Recipe, tokenizer, rows: int = 256) -> int:
@@ -183,7 +177,7 @@ def _grpo_config(recipe: Recipe, job: JobSpec, out: Path, reward_weights: list[f
         output_dir=str(out), max_steps=job.steps, learning_rate=job.learning_rate, seed=job.seed, data_seed=job.seed,
         per_device_train_batch_size=g.batch_size, gradient_accumulation_steps=g.accumulation_steps,
         num_generations=g.num_generations,
-        max_completion_length=played.limits().max_tokens if played else g.max_completion_length,
+        max_completion_length=recipe.completion_cap(),  # an episode's max_tokens on an environment
         **(_episode_settings(played.limits(), g.use_vllm) if played else {}),
         temperature=g.temperature, beta=g.beta,
         loss_type=g.loss_type, scale_rewards=g.scale_rewards, use_vllm=g.use_vllm, reward_weights=reward_weights,

@@ -136,14 +136,15 @@ class Recipe(Strict):
         return self
 
     def mixed_training(self) -> str | None:
-        """Why a GRPO job on every training task at once cannot run (TRL's trainer takes one environment, not beside
-        single-turn tasks), or None."""
+        """Why a GRPO job on every training task at once cannot run (TRL's trainer takes one environment and one set
+        of episode limits, not beside single-turn tasks), or None."""
         trained = self.training_task_names()
-        kinds = {self.task(n).environment.factory if self.task(n).environment else None for n in trained}
-        if len(kinds) < 2:
+        envs = {env.model_dump_json() if (env := self.task(n).environment) else None for n in trained}
+        if len(envs) < 2:
             return None
-        return (f"a GRPO job trains on one environment or on single-turn tasks, not both: the training tasks are "
-                f"{', '.join(trained)}; expected gradient.tasks of one kind (the GRPO-LoRA baseline trains on them all)")
+        return (f"a GRPO job trains on one environment section or on single-turn tasks, not both: the training tasks "
+                f"are {', '.join(trained)}; expected gradient.tasks of one kind (the GRPO-LoRA baseline trains on "
+                f"them all)")
 
     def _check_genes(self, ref: str, names: list[str]) -> None:
         """A co-evolved task's prompt genes: a known task, and genes that apply to it."""
