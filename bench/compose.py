@@ -2,6 +2,7 @@
 
     python bench/compose.py --root ROOT/compose --stages specialists          # one GRPO-LoRA per skill, once
     python bench/compose.py --root ROOT/compose --stages multitask fewshot    # `hyper-es compare`, seeds 0 1 2
+    python bench/compose.py --root ROOT/compose --stages multitask --publish bench/results/compose  # records, to commit
 
 Specialists: one GRPO-LoRA per skill of `recipes/smollm2-135m-compose.yaml` (its fitness tasks), trained once from
 the base on that skill's train split with the recipe's gradient settings for its baseline's steps, seed 0, and stored
@@ -15,6 +16,7 @@ on the setting's train rows (multi-task, or the few rows), the main run (each ad
 and merge-ties at one validated lambda, the search, its start, the gradient-fitted genome), grpo-equal-compute, and
 adapter-further (the adapter best alone on validation, trained on with grpo-equal-compute's budget).
 A specialist killed mid-training resumes from its last TRL checkpoint; every compare stage resumes from its folder.
+--publish copies the specialists' manifests and each setting's records (no weights; `bench/publish.py`) after it runs.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def main() -> None:
     p.add_argument("--root", type=Path, required=True, help="adapters and comparisons (resumable; outside the repo)")
     p.add_argument("--stages", nargs="+", default=["specialists", *SETTINGS], choices=["specialists", *SETTINGS])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--publish", type=Path, help="copy the records (no weights) to PUBLISH/<setting>/, to commit")
     args = p.parse_args()
     from hyper_es.progress import setup_logging
 
@@ -93,6 +96,11 @@ def main() -> None:
             logger.info("specialist ready: %s", folder)
     for setting in (s for s in SETTINGS if s in args.stages):
         run_setting(args.root, setting, args.seeds)
+        if args.publish:
+            from publish import publish  # bench/publish.py
+
+            for name in (ADAPTERS, setting):
+                publish(args.root / name, args.publish / name, root=args.root)
 
 
 if __name__ == "__main__":

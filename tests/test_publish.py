@@ -1,0 +1,34 @@
+"""`bench/publish.py`: a comparison's records go to the repository without weights, engine or trainer folders, and
+with no absolute path of the machine that ran it."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import publish  # noqa: E402
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_publish_keeps_records_and_writes_places(tmp_path):
+    root, cache = tmp_path / "runs", tmp_path / "cache"
+    src = root / "multitask"
+    _write(src / "seed0" / "main" / "recipe.yaml", f"directions:\n- {root}/adapters/letters\nmodel: {cache}/smollm2\n")
+    _write(src / "seed0" / "main" / "eval" / "hyper-es.json", '{"greedy": 0.5}')
+    _write(src / "seed0" / "main" / "directions" / "letters" / "manifest.json", "{}")
+    for skipped in ("directions/letters/adapter_config.json", "directions/letters/README.md",
+                    "directions/letters/adapter_model.safetensors", "engine/config.json",
+                    "directions/baseline/checkpoint-5/trainer_state.json", "directions/baseline/runs/x.json",
+                    "directions/baseline/snapshots/step-3/README.md"):
+        _write(src / "seed0" / "main" / skipped, "x")
+    dest = tmp_path / "results"
+    written = publish.publish(src, dest, cache=cache)
+    got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert got == ["seed0/main/directions/letters/manifest.json", "seed0/main/eval/hyper-es.json",
+                   "seed0/main/recipe.yaml"]
+    assert len(written) == 3
+    assert (dest / "seed0/main/recipe.yaml").read_text() == "directions:\n- ROOT/adapters/letters\nmodel: CACHE/smollm2\n"
+    assert publish.publish(src, dest, cache=cache) == []  # nothing changed: nothing written
