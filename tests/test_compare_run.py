@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from hyper_es.compare.grid import overlay
-from hyper_es.compare.run import compare, plan_for, same_baseline, variants
+from hyper_es.compare.equal import equal_overlay
+from hyper_es.compare.run import EQUAL, arm_recipe, compare, plan_for, same_baseline, variants
 from hyper_es.errors import RecipeError
 from hyper_es.recipe import recipe_from_dict
 from recipes import tiny_data, tiny_recipe
@@ -139,6 +140,10 @@ def test_overlays_and_what_shares_the_baseline():
                                                          "search.scale_scan": [0.5, 1.0]})))
     assert fitted.controls == ["baseline-best", "scaled", "merge-ties", "grad-fit", "grpo-equal-compute"]
     assert fitted.rows["grad-fit"] == ("main", "grad-fit") and ("hyper-es-start", "grad-fit") in fitted.pairs
+    plan = {"steps": 2, "accumulation": 3, "snapshot_every": 1}  # the equal arm has no search: no merge rows
+    equal = arm_recipe(recipe_from_dict(overlay(_data(), {"gradfit": {}, "eval.merges": ["ties"]})), 0, 0.01, EQUAL,
+                       equal_overlay(plan))
+    assert equal.eval.merges == [] and equal.gradfit is None and equal.gradient.accumulation_steps == 3
     es = plan_for(recipe_from_dict(overlay(_data(), {"compare.variants": {
         "es": {"method": "es"}, "late": {"method": "es", "es": {"start": "baseline"}}}})))
     assert es.methods == ["hyper-es", "hyper-es-linear", "es", "es-late"] and es.rows["es"] == ("es", "es")

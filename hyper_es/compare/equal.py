@@ -39,7 +39,7 @@ def hyper_es_row(main: Path) -> dict:
 
 def equal_overlay(plan: dict) -> dict:
     """The control's recipe overlay: the baseline alone at the plan's steps, accumulated batches and snapshots, with
-    a checkpoint after every step (a step is long), and no search (so no scale scan)."""
+    a checkpoint after every step (a step is long), and no search (so no scale scan, merge or gradient-fit rows)."""
     return {"gradient": {"directions_from": "jobs", "baseline_steps": plan["steps"], "checkpoint_every": 1,
                          "accumulation_steps": plan["accumulation"], "baseline_snapshot_every": plan["snapshot_every"]},
-            "search": {"scale_scan": None}}
+            "search": {"scale_scan": None}, "eval": {"merges": []}, "gradfit": None}

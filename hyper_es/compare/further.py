@@ -38,12 +38,11 @@ def best_adapter(main: Path, recipe: Recipe) -> dict:
 
 def further_changes(choice: dict, plan: dict) -> dict:
     """The arm's overlay on the compared recipe: grpo-equal-compute's (the equal plan's steps, accumulated batches
-    and snapshots, no search), the baseline started from the chosen adapter, and no merge or gradient-fit rows."""
+    and snapshots, no search, merge or gradient-fit rows), the baseline started from the chosen adapter."""
     from hyper_es.compare.equal import equal_overlay
     from hyper_es.compare.grid import overlay
 
-    return overlay(equal_overlay(plan), {"gradient": {"baseline_start": choice["adapter"]}, "eval": {"merges": []},
-                                         "gradfit": None})
+    return overlay(equal_overlay(plan), {"gradient": {"baseline_start": choice["adapter"]}})
 
 
 def choose(main: Path, folder: Path, recipe: Recipe) -> dict:
