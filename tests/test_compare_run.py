@@ -124,6 +124,21 @@ def test_a_variant_that_makes_no_valid_recipe_is_refused_naming_it(tmp_path):
         recipe_from_dict(data, tmp_path / "r.yaml")
 
 
+def test_a_composition_plan_has_the_adapters_alone_and_no_steps_goal():
+    given = overlay(_data(), {"directions": {"adapters": ["ads/letters", {"path": "ads/x", "name": "sums"}],
+                                             "baseline": True}, "gradient.directions_from": "jobs",
+                        "eval.merges": ["ties"], "gradfit": {}})
+    plan = plan_for(recipe_from_dict(given))
+    assert plan.controls == ["baseline-best", "scaled", "letters", "sums", "uniform", "merge-ties", "grad-fit",
+                             "grpo-equal-compute"]
+    assert plan.rows["sums"] == ("main", "sums") and ("hyper-es", "letters") in plan.all_pairs()
+    assert sorted(plan.tuned) == ["baseline", "baseline-best", "grpo-equal-compute", "scaled"]  # the grid trains those
+    assert plan.goal.steps_ratio is None and plan_for(recipe_from_dict(_data())).goal.steps_ratio == 0.9
+    given["directions"]["adapters"][1]["name"] = "scaled"
+    with pytest.raises(RecipeError, match="'scaled' is also a row of the comparison"):
+        plan_for(recipe_from_dict(given))
+
+
 def test_overlays_and_what_shares_the_baseline():
     data = {"gradient": {"vary": ["seed"], "steps": 2}, "coevolve": None}
     assert overlay(data, {"gradient.vary": ["difficulty"], "coevolve": {"population": 4}}) == {

@@ -21,7 +21,9 @@ class Goal(BaseModel):
     model_config = ConfigDict(extra="forbid")
     points: float = 1.0  # pooled difference at least this, in points, with its CI above 0
     seeds_ahead: int = 2  # seeds whose point estimate is ahead
-    steps_ratio: float = 0.9  # the method's optimizer steps at most this share of the baseline's
+    # the method's optimizer steps at most this share of the baseline's; None where the directions were given (a
+    # composition: the adapters exist already, so the search takes no step of its own)
+    steps_ratio: float | None = 0.9
 
 
 class ComparePlan(BaseModel):

@@ -28,6 +28,7 @@ from hyper_es.rundir import DIRECTIONS_DIR, EQUAL_FILE, EVAL_DIR, GRID_FILE
 
 logger = logging.getLogger(__name__)
 GRID, MAIN, EQUAL, FURTHER = "grid", "main", "equal", "further"
+AT_LR = ("baseline", "baseline-best", "scaled", "grpo-equal-compute", "adapter-further")  # trained at the grid's lr
 BASELINE_ROWS = ("base", "baseline", "baseline@*")  # the rows of the baseline run (and the base)
 DIRECTION_ONLY = ("directions", "vary", "difficulty_rows", "difficulty_samples", "jobs", "steps", "directions_from",
                   "checkpoint_every")  # gradient fields the baseline job does not read (its steps: in its JobSpec)
@@ -214,7 +215,11 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     """The comparison's plan: Hyper-ES and each variant (a `method: es` variant is an ES row, with no search start)
     against the baseline's early stop, `scaled`, grpo-equal-compute, each `eval.merges` merge and, with `gradfit:`,
     the gradient-fitted genome (the controls), the final baseline and the base; each Hyper-ES method against its
-    own search start; the grid's cost charged to every row trained at its lr."""
+    own search start; the grid's cost charged to every row trained at its lr. With given directions (composition)
+    each given adapter alone and their average (`uniform`) are controls too, only the baseline's rows are trained
+    at the grid's lr, and the goal has no steps ratio (the adapters' own training is shown apart)."""
+    from hyper_es.compare.further import given_names
+    from hyper_es.compare.plan import Goal
     from hyper_es.rows.names import es_row, merged, prompted
 
     rows = {"base": (MAIN, "base"), "baseline": (MAIN, "baseline"), "baseline-best": (MAIN, None),
@@ -236,6 +241,13 @@ def plan_for(recipe: Recipe) -> ComparePlan:
         rows[prompted(row)] = (MAIN, prompted(row))
         marked.append(prompted(row))
     controls = ["baseline-best", "scaled", *(r for r in rows if r in marked and rows[r][0] == MAIN)]
+    given = recipe.directions is not None  # composition: the searched directions exist already (not trained here)
+    for name in [*given_names(recipe), "uniform"] if given else []:  # each adapter alone, and their average
+        if name in rows:
+            raise RecipeError(f"{recipe._path or '<recipe>'}: directions.adapters: '{name}' is also a row of the "
+                              f"comparison; expected another name ({{path: ..., name: ...}})")
+        rows[name] = (MAIN, name)
+        controls.append(name)
     for name in map(merged, recipe.eval.merges):  # the directions merged at one validated lambda (composition)
         rows[name] = (MAIN, name)
         controls.append(name)
@@ -258,4 +270,5 @@ def plan_for(recipe: Recipe) -> ComparePlan:
         equal_arm=EQUAL if recipe.compare.equal else None,
         partial_arms=[MAIN, *recipe.compare.variants],
         curves={MAIN: "baseline", **({EQUAL: "grpo-equal-compute"} if recipe.compare.equal else {})},
-        tuned=[label for label in rows if label != "base"])
+        tuned=[label for label in rows if label != "base" and (not given or label in AT_LR)],
+        goal=Goal(steps_ratio=None) if given else Goal())
