@@ -36,7 +36,8 @@ def figure(plan: ComparePlan, summary: dict, root: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 9))
-    colors = {label: f"C{i}" for i, label in enumerate(plan.rows)}
+    cmap = plt.get_cmap("tab10" if len(plan.rows) <= 10 else "tab20")  # one colour a row
+    colors = {label: cmap(i % cmap.N) for i, label in enumerate(plan.rows)}
     markers = "osD^v"
     for i, (seed, e) in enumerate(summary["seeds"].items()):
         for label, r in e["rows"].items():
@@ -44,6 +45,9 @@ def figure(plan: ComparePlan, summary: dict, root: Path) -> Path | None:
                 if x:
                     ax.scatter(x, r["trained"], color=colors[label], marker=markers[i % 5],
                                label=label if i == 0 else None)
+                else:  # nothing spent (the base, a given adapter alone): a level, not a point on a log axis
+                    ax.axhline(r["trained"], color=colors[label], linestyle=":", linewidth=1,
+                               label=f"{label} (no cost)" if i == 0 else None)
         for (arm, label), style in zip(plan.curves.items(), ("-", "--", ":", "-.")):
             pts = curves(Path(root) / f"seed{seed}", arm)
             for ax, k in ((axes[1][0], 0), (axes[1][1], 1)):
