@@ -134,9 +134,10 @@ def test_a_composition_plan_has_the_adapters_alone_and_no_steps_goal():
     assert plan.rows["sums"] == ("main", "sums") and ("hyper-es", "letters") in plan.all_pairs()
     assert sorted(plan.tuned) == ["baseline", "baseline-best", "grpo-equal-compute", "scaled"]  # the grid trains those
     assert plan.goal.steps_ratio is None and plan_for(recipe_from_dict(_data())).goal.steps_ratio == 0.9
-    given["directions"]["adapters"][1]["name"] = "scaled"
-    with pytest.raises(RecipeError, match="'scaled' is also a row of the comparison"):
-        plan_for(recipe_from_dict(given))
+    for taken in ("scaled", "merge-ties"):
+        given["directions"]["adapters"][1]["name"] = taken
+        with pytest.raises(RecipeError, match=f"'{taken}' is also a row of the comparison"):
+            plan_for(recipe_from_dict(given))
 
 
 def test_overlays_and_what_shares_the_baseline():

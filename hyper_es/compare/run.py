@@ -242,8 +242,9 @@ def plan_for(recipe: Recipe) -> ComparePlan:
         marked.append(prompted(row))
     controls = ["baseline-best", "scaled", *(r for r in rows if r in marked and rows[r][0] == MAIN)]
     given = recipe.directions is not None  # composition: the searched directions exist already (not trained here)
+    later = {*map(merged, recipe.eval.merges), "grad-fit", "grpo-equal-compute", "adapter-further"}  # added below
     for name in [*given_names(recipe), "uniform"] if given else []:  # each adapter alone, and their average
-        if name in rows:
+        if name in rows or name in later:
             raise RecipeError(f"{recipe._path or '<recipe>'}: directions.adapters: '{name}' is also a row of the "
                               f"comparison; expected another name ({{path: ..., name: ...}})")
         rows[name] = (MAIN, name)

@@ -193,7 +193,7 @@ def goal(plan: ComparePlan, per: dict, pooled: dict, method: str, seeds: list[in
                  if method in e["rows"] and plan.baseline in e["rows"]), default=None)
     checks = {"at_least_1_point": d["diff"] >= g.points / 100, "ci_low_above_0": d["low"] > 0,
               "ahead_in_2_of_3_seeds": d["seeds_ahead"] >= g.seeds_ahead,
-              **({"steps_at_most_90pct": ratio is not None and ratio <= g.steps_ratio} if g.steps_ratio else {}),
+              **({"steps_at_most_90pct": ratio is not None and ratio <= g.steps_ratio} if g.steps_ratio is not None else {}),
               "gsm8k_no_loss_beyond_ci": t is None or t["high"] >= 0}
     complete = len(d["seeds"]) == len(seeds) and set(have) == set(plan.controls)
     return {"strongest_control": strongest, "controls_paired": have, "seeds": d["seeds"],
