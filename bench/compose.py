@@ -94,13 +94,14 @@ def main() -> None:
     if "specialists" in args.stages:
         for folder in train_specialists(args.root):
             logger.info("specialist ready: %s", folder)
+    from publish import publish  # bench/publish.py
+
+    if args.publish and (args.root / ADAPTERS).is_dir():  # the specialists' manifests, once
+        publish(args.root / ADAPTERS, args.publish / ADAPTERS, root=args.root)
     for setting in (s for s in SETTINGS if s in args.stages):
         run_setting(args.root, setting, args.seeds)
         if args.publish:
-            from publish import publish  # bench/publish.py
-
-            for name in (ADAPTERS, setting):
-                publish(args.root / name, args.publish / name, root=args.root)
+            publish(args.root / setting, args.publish / setting, root=args.root)
 
 
 if __name__ == "__main__":

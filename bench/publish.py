@@ -67,8 +67,7 @@ def main() -> None:
     p.add_argument("dest", type=Path, help="where its records go (under bench/results/)")
     p.add_argument("--root", type=Path, help="the folder written ROOT (default: src's parent)")
     args = p.parse_args()
-    written = publish(args.src, args.dest, args.root)
-    print(f"{len(written)} files written under {args.dest} from {len(records(args.src.resolve()))} records")
+    print(f"{len(publish(args.src, args.dest, args.root))} files written under {args.dest} (the rest unchanged)")
 
 
 if __name__ == "__main__":
