@@ -134,9 +134,9 @@ def test_a_composition_plan_has_the_adapters_alone_and_no_steps_goal():
     assert plan.rows["sums"] == ("main", "sums") and ("hyper-es", "letters") in plan.all_pairs()
     assert sorted(plan.tuned) == ["baseline", "baseline-best", "grpo-equal-compute", "scaled"]  # the grid trains those
     assert plan.goal.steps_ratio is None and plan_for(recipe_from_dict(_data())).goal.steps_ratio == 0.9
-    for taken in ("scaled", "merge-ties"):
+    for taken in ("scaled", "merge-ties", "uniform", "hyper-es-start"):
         given["directions"]["adapters"][1]["name"] = taken
-        with pytest.raises(RecipeError, match=f"'{taken}' is also a row of the comparison"):
+        with pytest.raises(RecipeError, match=f"'{taken}' names two rows of the comparison"):
             plan_for(recipe_from_dict(given))
 
 

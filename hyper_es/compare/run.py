@@ -222,45 +222,45 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     from hyper_es.compare.plan import Goal
     from hyper_es.rows.names import es_row, merged, prompted
 
-    rows = {"base": (MAIN, "base"), "baseline": (MAIN, "baseline"), "baseline-best": (MAIN, None),
-            "scaled": (MAIN, "scaled"), "hyper-es": (MAIN, "hyper-es"), "hyper-es-start": (MAIN, "search-start")}
+    rows: dict[str, tuple[str, str | None]] = {}
+
+    def put(label: str, where: tuple[str, str | None]) -> str:
+        """A row, refused where its label is taken (a given adapter or a variant named like another row)."""
+        if label in rows:
+            raise RecipeError(f"{recipe._path or '<recipe>'}: '{label}' names two rows of the comparison (a given "
+                              f"adapter's or a variant's name); expected another name (directions.adapters: {{path: "
+                              f"..., name: ...}}, or another compare.variants key)")
+        rows[label] = where
+        return label
+
+    for label, row in (("base", "base"), ("baseline", "baseline"), ("baseline-best", None), ("scaled", "scaled"),
+                       ("hyper-es", "hyper-es"), ("hyper-es-start", "search-start")):
+        put(label, (MAIN, row))
     methods, marked = ["hyper-es"], []
     for name, changes in recipe.compare.variants.items():
         arm = overlay(recipe.model_dump(mode="json"), changes)
         if arm.get("method") == "es":  # full-parameter ES from the arm's start, against every control
-            label = "es" if name == "es" else f"es-{name}"
-            rows[label] = (name, es_row((arm.get("es") or {}).get("start", "base")))
-            methods.append(label)
+            methods.append(put("es" if name == "es" else f"es-{name}",
+                               (name, es_row((arm.get("es") or {}).get("start", "base")))))
             continue
         coevolved = arm.get("coevolve") is not None
-        rows[f"hyper-es-{name}"] = (name, prompted("hyper-es") if coevolved else "hyper-es")
-        rows[f"hyper-es-{name}-start"] = (name, "search-start")
-        methods.append(f"hyper-es-{name}")
+        methods.append(put(f"hyper-es-{name}", (name, prompted("hyper-es") if coevolved else "hyper-es")))
+        put(f"hyper-es-{name}-start", (name, "search-start"))
         marked += [f"hyper-es-{name}"] if coevolved else []
     for row in (recipe.coevolve.controls if recipe.coevolve else []):  # prompt controls: <row>+prompt
-        rows[prompted(row)] = (MAIN, prompted(row))
-        marked.append(prompted(row))
+        marked.append(put(prompted(row), (MAIN, prompted(row))))
     controls = ["baseline-best", "scaled", *(r for r in rows if r in marked and rows[r][0] == MAIN)]
     given = recipe.directions is not None  # composition: the searched directions exist already (not trained here)
-    later = {*map(merged, recipe.eval.merges), "grad-fit", "grpo-equal-compute", "adapter-further"}  # added below
     for name in [*given_names(recipe), "uniform"] if given else []:  # each adapter alone, and their average
-        if name in rows or name in later:
-            raise RecipeError(f"{recipe._path or '<recipe>'}: directions.adapters: '{name}' is also a row of the "
-                              f"comparison; expected another name ({{path: ..., name: ...}})")
-        rows[name] = (MAIN, name)
-        controls.append(name)
+        controls.append(put(name, (MAIN, name)))
     for name in map(merged, recipe.eval.merges):  # the directions merged at one validated lambda (composition)
-        rows[name] = (MAIN, name)
-        controls.append(name)
+        controls.append(put(name, (MAIN, name)))
     if recipe.gradfit:  # the same genome fitted by gradient: is the search the right optimiser for its subspace?
-        rows["grad-fit"] = (MAIN, "grad-fit")
-        controls.append("grad-fit")
+        controls.append(put("grad-fit", (MAIN, "grad-fit")))
     if recipe.compare.equal:
-        rows["grpo-equal-compute"] = (EQUAL, None)
-        controls.append("grpo-equal-compute")
+        controls.append(put("grpo-equal-compute", (EQUAL, None)))
     if recipe.compare.further:  # the best given adapter trained on at the same budget
-        rows["adapter-further"] = (FURTHER, None)
-        controls.append("adapter-further")
+        controls.append(put("adapter-further", (FURTHER, None)))
     started = [m for m in methods if f"{m}-start" in rows]  # the Hyper-ES methods: each against its search start
     pairs = [(m, f"{m}-start") for m in started] + [(f"{m}-start", c) for m in started for c in controls]
     pairs += [("grpo-equal-compute", "baseline-best")] if recipe.compare.equal else []
