@@ -361,7 +361,8 @@ def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):
 
 def test_a_baseline_started_from_a_given_adapter_trains_on_top_of_it(tmp_path):
     """`gradient.baseline_start`: the baseline's LoRA trains on base + the named adapter's ΔW; its rows are base +
-    both updates; each given adapter is scored on validation, and those scorings are the baseline's selection cost."""
+    both updates; its early stop's step 0 is that adapter (not the base); each given adapter is scored on
+    validation, and those scorings are the baseline's selection cost."""
     from hyper_es.directions.collect import collect
     from hyper_es.directions.manifest import read_manifest
     from hyper_es.evaluate.final import eval_set, evaluate_run, plan_rows
@@ -391,9 +392,10 @@ def test_a_baseline_started_from_a_given_adapter_trains_on_top_of_it(tmp_path):
     for t in set(wide[0].parts) | set(lora[0].parts):
         want = sum(ds.delta(0, t) for ds in (wide, lora) if t in ds[0].parts)
         torch.testing.assert_close(update[t], want, rtol=0, atol=1e-7)
-    evaluate_run(recipe, run, backend="hf", test=False)  # validation: the baseline's candidates and each adapter
+    cands = evaluate_run(recipe, run, backend="hf", test=False)  # validation: the candidates and each adapter
+    assert sorted(c["name"] for c in cands) == ["baseline", "wide"]  # its step 0 is the adapter, not the base
     scored = {p.stem: json.loads(p.read_text()) for p in (run / "eval" / "val").glob("*.json")}
-    assert {"base", "baseline", "a0", "wide", "a2"} <= set(scored)
+    assert set(scored) == {"baseline", "a0", "wide", "a2"}
     assert selection_costs(run, [])["baseline"].select_tokens == sum(v["tokens"] for v in scored.values())
 
 
@@ -453,6 +455,7 @@ def test_the_adapter_further_arm_trains_the_chosen_adapter_on_and_reports_its_ea
     report = json.loads((seed_dir / "further" / "report.json").read_text())
     names = {r["name"] for r in report["rows"]}
     assert "hyper-es" not in names and {"base", "baseline", "a0", "wide", "a2"} <= names
+    assert set(report["baseline_best"]["candidates"]) == {choice["adapter"], "baseline"}  # step 0: the adapter
     best = next(r for r in report["rows"] if r["name"] == report["baseline_best"]["name"])
     cost = early_stop_cost(seed_dir / "further", best)
     adapters = sum(json.loads((seed_dir / "further" / "eval" / "val" / f"{a}.json").read_text())["tokens"]

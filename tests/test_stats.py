@@ -184,6 +184,11 @@ def test_baseline_best_by_validation_ties_go_to_fewer_steps():
     assert best["name"] == "baseline@12" and best["val"] == 0.45 and best["steps"] == 12
     assert set(best["candidates"]) == {"baseline@6", "baseline@12", "baseline@18", "baseline"}
     assert baseline_best([row("base", "base", 0), row("baseline", "baseline", 27)]) is None
+    # trained on top of a given adapter: its step 0 is that adapter (kept on a tie), and the base is no candidate
+    on = [row("base", "base", 0, 0.5), row("add", "direction", 0, 0.45), row("other", "direction", 0, 0.6),
+          row("baseline@6", "baseline-snapshot", 6, 0.45), row("baseline", "baseline", 27, 0.40)]
+    best = baseline_best(on, start="add")
+    assert best["name"] == "add" and set(best["candidates"]) == {"add", "baseline@6", "baseline"}
 
 
 def test_the_console_summary_is_one_row_per_model_within_100_columns():

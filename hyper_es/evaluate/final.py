@@ -172,6 +172,13 @@ def row_vector(row: Row, genome: Genome, search_names: list[str], density: float
 
 # Scored on validation too (eval/val/<row>.json): the baseline's candidates for early stopping, the base as step 0.
 BASELINE_KINDS = ("base", "baseline", "baseline-snapshot")
+
+
+def early_stop_candidate(kind: str, name: str, start: str | None) -> bool:
+    """A candidate of the baseline's early stop: its snapshots and final, and its step 0: the base, or the given
+    adapter it was trained on top of (`start`: `gradient.baseline_start`; then the base is not one)."""
+    step0 = "direction" if start else "base"
+    return kind in ("baseline", "baseline-snapshot", step0) and row_names.baseline_candidate(name, start)
 VALIDATED = (*BASELINE_KINDS, "scaled", "merge")  # rows with eval/val/<row>.json
 
 
@@ -198,7 +205,9 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     # given adapters: each one's validation score, to choose one (adapter-further), or the one the baseline started
     # from (charged to its early stop); not in a plain baseline's lr grid (test=False), which never reads them
     given = recipe.directions is not None and (test or recipe.gradient.baseline_start is not None)
-    val_todo = [r for r in rows if (r.kind in BASELINE_KINDS or (given and r.kind == "direction")) and val
+    start = adapter_started(run_dir / DIRECTIONS_DIR / "baseline")  # its step 0 in place of the base
+    val_todo = [r for r in rows if (early_stop_candidate(r.kind, r.name, start) or (given and r.kind == "direction"))
+                and val
                 and not (out / "val" / f"{r.name}.json").is_file()]
     held: list = []  # the engine, started on first use
 
@@ -226,7 +235,7 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
             write_json_atomic(out / "val" / f"{row.name}.json", scores)
         scaled = scaled_row(recipe, rows, val, out, engine_for) if test else None
         rows += ([scaled] if scaled else []) + (merge_rows(recipe, rows, val, out, engine_for) if test else [])
-        candidates = [r for r in rows if r.kind in BASELINE_KINDS]  # every one, whatever is tested below
+        candidates = [r for r in rows if early_stop_candidate(r.kind, r.name, start)]  # each, tested below or not
         if e.snapshots == "best" and val:  # test only the baseline's best snapshot by validation (and its final)
             best = best_by_validation([{"name": r.name, "steps": r.steps, "val": read_val(out, r.name)}
                                        for r in candidates])

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hyper_es.cost import Cost
+from hyper_es.directions.manifest import adapter_started
 from hyper_es.report.markdown import report_markdown
 from hyper_es.rows import names as row_names
-from hyper_es.rundir import LOG_FILE, REPORT_FILE, REPORT_MD, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import DIRECTIONS_DIR, LOG_FILE, REPORT_FILE, REPORT_MD, RESULT_FILE, SEARCH_DIR
 
 
 def _read_log(path: Path) -> list[dict]:
@@ -74,7 +75,7 @@ def run_report(recipe, run_dir: Path, rows: list[dict], *, B: int | None = None,
                     **({"val": r["val"]} if "val" in r else {})})
     e = recipe.eval
     tasks = sorted(rows[0]["results"]) if rows else []
-    best = baseline_best(rows)
+    best = baseline_best(rows, adapter_started(run_dir / DIRECTIONS_DIR / "baseline"))
     if best:  # choosing it scored every candidate, whichever it is (the final adapter's row itself charges none)
         best.update(select_tokens=ctx.val["baseline"].select_tokens, select_s=ctx.val["baseline"].seconds)
     refs = {"baseline": "baseline", **({"baseline-best": best["name"]} if best else {}), "base": "base"}
@@ -94,13 +95,13 @@ def split_report(recipe) -> dict:
     return {t.name: Task(t, recipe.base_dir).split_stats() for t in recipe.tasks}
 
 
-def baseline_best(rows: list[dict]) -> dict | None:
-    """The GRPO-LoRA baseline's best adapter by validation (the base as step 0, its snapshots and final, scored
-    greedy on the search's validation rows by the final evaluation): early stopping, chosen without looking at
-    test. Ties: fewer steps."""
-    from hyper_es.evaluate.final import BASELINE_KINDS, best_by_validation
+def baseline_best(rows: list[dict], start: str | None = None) -> dict | None:
+    """The GRPO-LoRA baseline's best adapter by validation (the base as step 0, or the given adapter `start` it was
+    trained on top of; its snapshots and final; scored greedy on the search's validation rows by the final
+    evaluation): early stopping, chosen without looking at test. Ties: fewer steps."""
+    from hyper_es.evaluate.final import best_by_validation, early_stop_candidate
 
-    scored = [r for r in rows if r["kind"] in BASELINE_KINDS and "val" in r]
+    scored = [r for r in rows if early_stop_candidate(r["kind"], r["name"], start) and "val" in r]
     if not any(r["kind"] == "baseline" for r in scored):  # no baseline trained (the recipe's own directions)
         return None
     best = best_by_validation(scored)

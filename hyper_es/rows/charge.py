@@ -82,15 +82,15 @@ def es_stage_cost(run_dir: Path, *, proposals: bool = True) -> Cost:
 
 def selection_costs(run_dir: Path, rows: list[dict]) -> dict:
     """Validation spent choosing rows: the scoring of every baseline candidate that was scored (early stopping:
-    the base, each snapshot and the final, also those not tested; with a baseline trained on a given adapter, every
-    given adapter, which chose it), and each scale scan (`scaled`, merge-<method>)
+    the base, each snapshot and the final, also those not tested; with a baseline trained on a given adapter, that
+    adapter instead of the base, and every given adapter, which chose it), and each scale scan (`scaled`, merge-<method>)
     by its row's name."""
     val = Path(run_dir) / EVAL_DIR / "val"
     # a baseline trained on top of a given adapter: the given adapters' validation scorings chose that adapter
-    chosen = ({m["name"] for _, m in finished_jobs(run_dir) if "imported" in m}
-              if adapter_started(Path(run_dir) / DIRECTIONS_DIR / "baseline") else set())
+    start = adapter_started(Path(run_dir) / DIRECTIONS_DIR / "baseline")
+    chosen = {m["name"] for _, m in finished_jobs(run_dir) if "imported" in m} if start else set()
     cands = [read_json(p, "delete it to score that candidate again") for p in sorted(val.glob("*.json"))
-             if baseline_candidate(p.stem) or p.stem in chosen]
+             if baseline_candidate(p.stem, start) or p.stem in chosen]
     scans = {r["name"]: Cost(select_tokens=r["val"].get("tokens", 0), seconds=r["val"].get("seconds", 0.0))
              for r in rows if r["kind"] in ("scaled", "merge") and "val" in r}
     return {"baseline": Cost(select_tokens=sum(v.get("tokens", 0) for v in cands),

@@ -20,9 +20,10 @@ def snapshot_step(name: str) -> int | None:
     return int(step) if step.isdigit() else None
 
 
-def baseline_candidate(name: str) -> bool:
-    """A candidate of the baseline's early stop: the base, a snapshot or the final adapter."""
-    return name in ("base", "baseline") or snapshot_step(name) is not None
+def baseline_candidate(name: str, start: str | None = None) -> bool:
+    """A candidate of the baseline's early stop: its step 0 (the base, or the given adapter `start` it was trained
+    on top of: `gradient.baseline_start`), a snapshot or the final adapter."""
+    return name in (start or "base", "baseline") or snapshot_step(name) is not None
 
 
 def prompted(name: str) -> str:
