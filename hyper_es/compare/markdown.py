@@ -108,7 +108,8 @@ def _goal(plan: ComparePlan, summary: dict, seeds: int) -> list[str]:
     g = plan.goal
     lines = ["", f"Goal: ≥ the strongest control + {g.points:g} point{'s' * (g.points != 1)} pooled, CI above 0, ahead "
              f"in ≥ {g.seeds_ahead} seeds (by point estimate; {seeds} summarised here; `seeds_ci_above_0` counts the "
-             f"seeds whose own CI is above 0)" + (f", ≤ {g.steps_ratio:.0%} of the baseline's steps" if g.steps_ratio is not None else "")
+             f"seeds whose own CI is above 0)"
+             + (f", ≤ {g.steps_ratio:.0%} of the baseline's steps" if g.steps_ratio is not None else "")
              + (f", no {plan.transfer_label or plan.transfer} loss beyond its CI:" if plan.transfer else ":")]
     return lines + [f"- {m}: **{v['status']}** ({json.dumps({k: x for k, x in v.items() if k != 'status'})})"
                      for m, v in summary["goal"].items()]

@@ -179,6 +179,8 @@ def early_stop_candidate(kind: str, name: str, start: str | None) -> bool:
     adapter it was trained on top of (`start`: `gradient.baseline_start`; then the base is not one)."""
     step0 = "direction" if start else "base"
     return kind in ("baseline", "baseline-snapshot", step0) and row_names.baseline_candidate(name, start)
+
+
 VALIDATED = (*BASELINE_KINDS, "scaled", "merge")  # rows with eval/val/<row>.json
 
 
@@ -206,9 +208,8 @@ def evaluate_run(recipe: Recipe, run_dir: str | Path, *, backend: str | None = N
     # from (charged to its early stop); not in a plain baseline's lr grid (test=False), which never reads them
     given = recipe.directions is not None and (test or recipe.gradient.baseline_start is not None)
     start = adapter_started(run_dir / DIRECTIONS_DIR / "baseline")  # its step 0 in place of the base
-    val_todo = [r for r in rows if (early_stop_candidate(r.kind, r.name, start) or (given and r.kind == "direction"))
-                and val
-                and not (out / "val" / f"{r.name}.json").is_file()]
+    val_todo = [r for r in rows if val and (early_stop_candidate(r.kind, r.name, start) or (
+        given and r.kind == "direction")) and not (out / "val" / f"{r.name}.json").is_file()]
     held: list = []  # the engine, started on first use
 
     def engine_for(row: Row):
