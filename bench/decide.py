@@ -305,7 +305,7 @@ def equal_recipe(args, seed: int, lr: float):
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal",
-                     overrides=equal_overlay(plan))
+                     overrides=equal_overlay(plan, load_recipe(args.recipe).gradient.accumulation_steps))
     return recipe, f["equal"]
 
 

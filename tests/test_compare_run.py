@@ -165,3 +165,18 @@ def test_overlays_and_what_shares_the_baseline():
     assert es.methods == ["hyper-es", "hyper-es-linear", "es", "es-late"] and es.rows["es"] == ("es", "es")
     assert es.rows["es-late"] == ("late", "baseline+es") and "es-start" not in es.rows
     assert ("es", "grpo-equal-compute") in es.all_pairs() and ("es-late", "base") in es.all_pairs()
+
+
+def test_the_equal_and_further_arms_keep_the_recipes_micro_batches(tmp_path):
+    """A recipe whose batch is accumulated micro-batches (batch_size 4 x accumulation_steps 2): the equal-compute plan
+    counts whole batches, so its arms accumulate 2 micro-batches for each of the plan's batches, as the baseline did."""
+    from hyper_es.compare.further import further_changes
+    from hyper_es.compare.run import equal_recipe
+
+    recipe = recipe_from_dict(overlay(_data(), {"gradient.batch_size": 4, "gradient.accumulation_steps": 2}))
+    plan = {"steps": 2, "accumulation": 3, "snapshot_every": 1}
+    (tmp_path / EQUAL).mkdir()
+    (tmp_path / EQUAL / "equal_compute.json").write_text(json.dumps(plan))
+    equal = equal_recipe(recipe, tmp_path, 0, 0.01)
+    assert (equal.gradient.batch_size, equal.gradient.accumulation_steps) == (4, 6)
+    assert further_changes({"adapter": "x"}, plan, 2)["gradient"]["accumulation_steps"] == 6

@@ -41,16 +41,17 @@ def test_an_environment_job_plans_its_episodes_tokens_as_the_completion():
     from hyper_es.memory import host, plan
     from hyper_es.recipe import recipe_from_dict
 
-    rec = hx.load_recipe(ROOT / "recipes/smollm2-135m-guess.yaml")
+    shipped = hx.load_recipe(ROOT / "recipes/smollm2-135m-guess.yaml")
+    whole = shipped.model_dump(mode="json")
+    whole["gradient"].update(batch_size=16, accumulation_steps=1)  # the same 16 episodes a step in one batch
+    rec = recipe_from_dict(whole, shipped._path)
     cap = rec.task("guess").environment.max_tokens
     assert rec.completion_cap() == cap and cap > rec.gradient.max_completion_length
     shape = ModelShape.from_config(model_config(rec.model.name)[0])
     assert f"324 prompt + {cap} completion" in host.gradient_stage(rec, shape, 324).notes[0]
     assert f"324 prompt + {cap} completion" in plan.gradient_stage(rec, shape, 80 * GIB, 324).notes[-1]
-    data = rec.model_dump(mode="json")
-    data["gradient"].update(batch_size=4, accumulation_steps=4)
-    micro = recipe_from_dict(data, rec._path)
-    assert host.gradient_stage(micro, shape, 324).peak < host.gradient_stage(rec, shape, 324).peak / 3
+    assert (shipped.gradient.batch_size, shipped.gradient.accumulation_steps) == (4, 4)  # micro-batches of 4
+    assert host.gradient_stage(shipped, shape, 324).peak < host.gradient_stage(rec, shape, 324).peak / 3
 
 
 def test_the_shapes_give_the_published_parameter_counts():

@@ -37,9 +37,11 @@ def hyper_es_row(main: Path) -> dict:
     return next(r for r in report["rows"] if r["name"] == "hyper-es")
 
 
-def equal_overlay(plan: dict) -> dict:
+def equal_overlay(plan: dict, micro: int = 1) -> dict:
     """The control's recipe overlay: the baseline alone at the plan's steps, accumulated batches and snapshots, with
-    a checkpoint after every step (a step is long), and no search (so no scale scan, merge or gradient-fit rows)."""
+    a checkpoint after every step (a step is long), and no search (so no scale scan, merge or gradient-fit rows).
+    `micro`: the recipe's own `gradient.accumulation_steps` (micro-batches a baseline batch), kept inside each batch."""
     return {"gradient": {"directions_from": "jobs", "baseline_steps": plan["steps"], "checkpoint_every": 1,
-                         "accumulation_steps": plan["accumulation"], "baseline_snapshot_every": plan["snapshot_every"]},
+                         "accumulation_steps": plan["accumulation"] * micro,
+                         "baseline_snapshot_every": plan["snapshot_every"]},
             "search": {"scale_scan": None}, "eval": {"merges": []}, "gradfit": None}

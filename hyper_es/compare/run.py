@@ -127,7 +127,7 @@ def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe
 
     plan = equal_planned(recipe, seed_dir)
     logger.info("seed %d grpo-equal-compute: %d steps of %d batches", seed, plan["steps"], plan["accumulation"])
-    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan))
+    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan, recipe.gradient.accumulation_steps))
 
 
 def equal_planned(recipe: Recipe, seed_dir: Path) -> dict:
@@ -170,7 +170,8 @@ def run_further(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str 
     from hyper_es.compare.further import choose, further_changes, given_names
 
     choice = choose(seed_dir / MAIN, seed_dir / FURTHER, recipe)
-    mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir)))
+    mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir),
+                                                                    recipe.gradient.accumulation_steps))
     logger.info("seed %d adapter-further: %s (validation %.3f) trained on", seed, choice["adapter"],
                 choice["val"][choice["adapter"]])
     baseline_arm(mine, seed_dir, FURTHER, rows=("base", "uniform", *given_names(recipe)), directions=True)
