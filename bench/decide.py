@@ -292,20 +292,19 @@ def equal_recipe(args, seed: int, lr: float):
     the committed one where there is one (so its training can start before the main run is rebuilt here)."""
     from hyper_es.recipe import load_recipe
 
-    f = folders(args.root, seed, lr)
+    f, g = folders(args.root, seed, lr), load_recipe(args.recipe).gradient
     plan_path = f["equal"] / "equal_compute.json"
     if plan_path.is_file():
         plan = read_json(plan_path, "delete the folder to plan it again")
     else:
         saved = args.results / f"seed{seed}" / "main"  # the committed record first: a rebuilt run's wall times
         main = saved if (saved / "report.json").is_file() else f["main"]  # come from retraining, not the search's run
-        plan = equal_plan(main, load_recipe(args.recipe).gradient.baseline_snapshot_every, args.equal_max_batches,
-                          args.equal_budget)
+        plan = equal_plan(main, g.baseline_snapshot_every, args.equal_max_batches, args.equal_budget)
         f["equal"].mkdir(parents=True, exist_ok=True)
         write_json_atomic(plan_path, plan)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal",
-                     overrides=equal_overlay(plan, load_recipe(args.recipe).gradient.accumulation_steps))
+                     overrides=equal_overlay(plan, g.accumulation_steps))
     return recipe, f["equal"]
 
 
