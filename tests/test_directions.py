@@ -70,6 +70,23 @@ def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
         collect(other, run)
 
 
+def test_a_resume_rewrites_the_recorded_recipe_for_a_change_it_reads_not_for_compare_alone(tmp_path):
+    """An arm resumed under a later `compare` (its grid's start) keeps the recipe it ran; an eval change is recorded."""
+    from hyper_es.directions.collect import prepare_run_dir
+
+    path = write_recipe(tmp_path)
+    recipe = hx.load_recipe(path)
+    prepare_run_dir(recipe, tmp_path / "run")
+    saved = (tmp_path / "run" / "recipe.yaml").read_text()
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "compare": {"lrs": [1e-3, 2e-3, 4e-3]}}))
+    prepare_run_dir(hx.load_recipe(path), tmp_path / "run")
+    assert (tmp_path / "run" / "recipe.yaml").read_text() == saved
+    path.write_text(yaml.safe_dump({**data, "eval": {**data.get("eval", {}), "seed": 7}}))
+    prepare_run_dir(hx.load_recipe(path), tmp_path / "run")
+    assert hx.load_recipe(tmp_path / "run" / "recipe.yaml").eval.seed == 7
+
+
 def test_sigkill_during_job_2_then_resume_equals_uninterrupted(tmp_path):
     """Job 1 is not retrained, and the final set is bitwise equal to an uninterrupted run (TRL on CPU, 1 thread,
     is deterministic: two runs with the same seeds give identical adapters)."""
