@@ -72,7 +72,7 @@ def test_summary_pairs_rows_across_stages(tmp_path):
     g = s["goal"]["hyper-es"]
     assert g["strongest_control"] == "grpo-equal-compute" and g["status"] == "incomplete"
     assert (g["seeds_ahead"], g["seeds_ci_above_0"]) == (0, 0)
-    assert g["steps_ratio_max"] == pytest.approx(24 / 27) and g["steps_at_most_90pct"]
+    assert g["steps_ratio_max"] == pytest.approx(24 / 27) and g["steps_within_goal_ratio"]
     assert s["goal"]["hyper-es-difficulty"]["status"] == "incomplete"
     text = md.markdown(PLAN, s, tmp_path)
     assert "| hyper-es - scaled | +10.0 [" in text and "**incomplete**" in text

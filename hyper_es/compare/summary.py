@@ -191,10 +191,11 @@ def goal(plan: ComparePlan, per: dict, pooled: dict, method: str, seeds: list[in
     d, t = pooled[f"{method} - {strongest}"]["trained"], pooled[f"{method} - {strongest}"].get(plan.transfer)
     ratio = max((e["rows"][method]["steps"] / e["rows"][plan.baseline]["steps"] for e in per.values()
                  if method in e["rows"] and plan.baseline in e["rows"]), default=None)
-    checks = {"at_least_1_point": d["diff"] >= g.points / 100, "ci_low_above_0": d["low"] > 0,
-              "ahead_in_2_of_3_seeds": d["seeds_ahead"] >= g.seeds_ahead,
-              **({"steps_at_most_90pct": ratio is not None and ratio <= g.steps_ratio} if g.steps_ratio is not None else {}),
-              "gsm8k_no_loss_beyond_ci": t is None or t["high"] >= 0}
+    checks = {"at_least_goal_points": d["diff"] >= g.points / 100, "ci_low_above_0": d["low"] > 0,
+              "ahead_in_goal_seeds": d["seeds_ahead"] >= g.seeds_ahead,
+              **({"steps_within_goal_ratio": ratio is not None and ratio <= g.steps_ratio}
+                 if g.steps_ratio is not None else {}),
+              "transfer_no_loss_beyond_ci": t is None or t["high"] >= 0}
     complete = len(d["seeds"]) == len(seeds) and set(have) == set(plan.controls)
     return {"strongest_control": strongest, "controls_paired": have, "seeds": d["seeds"],
             "diff_points": round(100 * d["diff"], 2), "ci": [round(100 * d["low"], 2), round(100 * d["high"], 2)],
