@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baseline_grid import lr_folder, tune, variant  # noqa: E402  (bench/ is the script's folder)
-from hyper_es.compare.equal import equal_overlay, equal_plan  # noqa: E402  (the tests read equal_plan here too)
+from hyper_es.compare.equal import equal_overlay, planned  # noqa: E402
 from hyper_es.compare.run import link  # noqa: E402
 from hyper_es.io import read_json, write_json_atomic  # noqa: E402
 
@@ -293,18 +293,13 @@ def equal_recipe(args, seed: int, lr: float):
     from hyper_es.recipe import load_recipe
 
     f, g = folders(args.root, seed, lr), load_recipe(args.recipe).gradient
-    plan_path = f["equal"] / "equal_compute.json"
-    if plan_path.is_file():
-        plan = read_json(plan_path, "delete the folder to plan it again")
-    else:
-        saved = args.results / f"seed{seed}" / "main"  # the committed record first: a rebuilt run's wall times
-        main = saved if (saved / "report.json").is_file() else f["main"]  # come from retraining, not the search's run
-        plan = equal_plan(main, g.baseline_snapshot_every, args.equal_max_batches, args.equal_budget)
-        f["equal"].mkdir(parents=True, exist_ok=True)
-        write_json_atomic(plan_path, plan)
+    saved = args.results / f"seed{seed}" / "main"  # the committed record first: a rebuilt run's wall times
+    main = saved if (saved / "report.json").is_file() else f["main"]  # come from retraining, not the search's run
+    plan = planned(f["equal"] / "equal_compute.json", main, g.baseline_snapshot_every, args.equal_max_batches,
+                   args.equal_budget)
     logger.info("seed %d grpo-equal-compute: %s", seed, plan)
     recipe = variant(args.recipe, lr=lr, seed=seed, pass_k_limit=args.pass_k_limit, suffix="-equal",
-                     overrides=equal_overlay(plan, g.accumulation_steps))
+                     overrides=equal_overlay(plan))
     return recipe, f["equal"]
 
 

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import baseline_grid as bg  # noqa: E402
 
 from hyper_es.compare import grid  # noqa: E402
+from hyper_es.compare.equal import equal_plan  # noqa: E402
 
 
 def test_the_grid_grows_past_an_edge_best_and_stops_when_interior_or_full():
@@ -47,13 +48,14 @@ def test_decide_links_the_shared_rows_and_plans_equal_compute(tmp_path):
     assert os.path.samefile(f["difficulty"] / "directions/baseline/manifest.json",
                             main / "directions/baseline/manifest.json")
     assert (f["difficulty"] / "eval/val/scaled@0.5.json").is_file()
-    plan = decide.equal_plan(main, 3)  # 90,000 tokens at 100 per step: 900 batches; 300 s at 2 s per step: 150
+    plan = equal_plan(main, 3)  # 90,000 tokens at 100 per step: 900 batches; 300 s at 2 s per step: 150
     assert plan == {"budget": "tokens", "budget_tokens": 90_000, "budget_s": 300.0, "baseline_tokens_per_step": 100.0,
                     "baseline_s_per_step": 2.0, "steps": 27, "accumulation": 34, "batches": 918, "snapshot_every": 3,
-                    "equal_steps": 900, "equal_wall_steps": 150, "capped": False}  # rounded up: at least the budget
-    assert decide.equal_plan(main, 3, 450) == {**plan, "accumulation": 17, "batches": 459, "capped": True}
-    assert decide.equal_plan(main, 3, budget="seconds") == {**plan, "budget": "seconds", "accumulation": 6,
-                                                            "batches": 162, "capped": True}
+                    "equal_steps": 900, "equal_wall_steps": 150, "capped": False,  # rounded up: at least the budget
+                    "micro": 1}  # a manifest without its gradient settings: one micro-batch a batch
+    assert equal_plan(main, 3, 450) == {**plan, "accumulation": 17, "batches": 459, "capped": True}
+    assert equal_plan(main, 3, budget="seconds") == {**plan, "budget": "seconds", "accumulation": 6,
+                                                     "batches": 162, "capped": True}
 
 
 def test_restore_takes_back_the_search_only_when_the_retrained_jobs_match(tmp_path):

@@ -156,7 +156,7 @@ def test_overlays_and_what_shares_the_baseline():
                                                          "search.scale_scan": [0.5, 1.0]})))
     assert fitted.controls == ["baseline-best", "scaled", "merge-ties", "grad-fit", "grpo-equal-compute"]
     assert fitted.rows["grad-fit"] == ("main", "grad-fit") and ("hyper-es-start", "grad-fit") in fitted.pairs
-    plan = {"steps": 2, "accumulation": 3, "snapshot_every": 1}  # the equal arm has no search: no merge rows
+    plan = {"steps": 2, "accumulation": 3, "snapshot_every": 1, "micro": 1}  # the equal arm has no search: no merges
     equal = arm_recipe(recipe_from_dict(overlay(_data(), {"gradfit": {}, "eval.merges": ["ties"]})), 0, 0.01, EQUAL,
                        equal_overlay(plan))
     assert equal.eval.merges == [] and equal.gradfit is None and equal.gradient.accumulation_steps == 3
@@ -167,16 +167,25 @@ def test_overlays_and_what_shares_the_baseline():
     assert ("es", "grpo-equal-compute") in es.all_pairs() and ("es-late", "base") in es.all_pairs()
 
 
-def test_the_equal_and_further_arms_keep_the_recipes_micro_batches(tmp_path):
-    """A recipe whose batch is accumulated micro-batches (batch_size 4 x accumulation_steps 2): the equal-compute plan
-    counts whole batches, so its arms accumulate 2 micro-batches for each of the plan's batches, as the baseline did."""
+def test_the_equal_and_further_arms_keep_the_baselines_micro_batches(tmp_path):
+    """A baseline whose batch is accumulated micro-batches (batch_size 4 x accumulation_steps 2): the equal-compute
+    plan counts whole batches and records the baseline's 2 micro-batches, so its arms accumulate 2 for each of the
+    plan's batches, as the baseline did; a plan kept before it recorded them takes them from the baseline's manifest."""
     from hyper_es.compare.further import further_changes
-    from hyper_es.compare.run import equal_recipe
+    from hyper_es.compare.run import MAIN, equal_recipe
 
     recipe = recipe_from_dict(overlay(_data(), {"gradient.batch_size": 4, "gradient.accumulation_steps": 2}))
-    plan = {"steps": 2, "accumulation": 3, "snapshot_every": 1}
-    (tmp_path / EQUAL).mkdir()
-    (tmp_path / EQUAL / "equal_compute.json").write_text(json.dumps(plan))
-    equal = equal_recipe(recipe, tmp_path, 0, 0.01)
+    (tmp_path / MAIN / "directions" / "baseline").mkdir(parents=True)
+    (tmp_path / MAIN / "directions" / "baseline" / "manifest.json").write_text(json.dumps({
+        "name": "baseline", "job": {}, "base": {"name": "m", "sha256": "0"}, "optimizer_steps": 1, "completions": 16,
+        "tokens": 100, "reward_curve": [], "wall_seconds": 2.0, "grpo": {"batch_size": 4, "accumulation_steps": 2}}))
+    (tmp_path / MAIN / "report.json").write_text(json.dumps({"rows": [{"name": "hyper-es", "tokens": 300,
+                                                                        "wall_s": 6.0}]}))
+    equal = equal_recipe(recipe, tmp_path, 0, 0.01)  # 300 tokens (6 s) at 100 (2 s) a batch: 3 batches in its step
+    plan = json.loads((tmp_path / EQUAL / "equal_compute.json").read_text())
+    assert (plan["accumulation"], plan["micro"]) == (3, 2)
     assert (equal.gradient.batch_size, equal.gradient.accumulation_steps) == (4, 6)
-    assert further_changes({"adapter": "x"}, plan, 2)["gradient"]["accumulation_steps"] == 6
+    assert further_changes({"adapter": "x"}, plan)["gradient"]["accumulation_steps"] == 6
+    del plan["micro"]
+    (tmp_path / EQUAL / "equal_compute.json").write_text(json.dumps(plan))
+    assert equal_recipe(recipe, tmp_path, 0, 0.01).gradient.accumulation_steps == 6

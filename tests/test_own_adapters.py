@@ -416,7 +416,7 @@ def test_adapter_further_chooses_the_best_adapter_by_validation_once(tmp_path):
     assert choice == {"adapter": "wide", "val": {"a0": 0.25, "wide": 0.5, "a2": 0.5}}
     (main / "eval" / "val" / "a2.json").write_text(json.dumps({"mean": 0.9}))
     assert choose(main, tmp_path / "further", recipe) == choice  # made once: a resumed arm trains the same one
-    plan = {"steps": 3, "accumulation": 2, "snapshot_every": 1}
+    plan = {"steps": 3, "accumulation": 2, "snapshot_every": 1, "micro": 1}
     changes = further_changes(choice, plan)
     assert changes["gradient"]["baseline_start"] == "wide" and changes["gradient"]["accumulation_steps"] == 2
     assert changes["search"]["scale_scan"] is None and changes["eval"]["merges"] == [] and changes["gradfit"] is None

@@ -36,14 +36,13 @@ def best_adapter(main: Path, recipe: Recipe) -> dict:
     return {"adapter": best, "val": scores}
 
 
-def further_changes(choice: dict, plan: dict, micro: int = 1) -> dict:
+def further_changes(choice: dict, plan: dict) -> dict:
     """The arm's overlay on the compared recipe: grpo-equal-compute's (the equal plan's steps, accumulated batches
-    and snapshots, no search, merge or gradient-fit rows; `micro` as there), the baseline started from the chosen
-    adapter."""
+    and snapshots, no search, merge or gradient-fit rows), the baseline started from the chosen adapter."""
     from hyper_es.compare.equal import equal_overlay
     from hyper_es.compare.grid import overlay
 
-    return overlay(equal_overlay(plan, micro), {"gradient": {"baseline_start": choice["adapter"]}})
+    return overlay(equal_overlay(plan), {"gradient": {"baseline_start": choice["adapter"]}})
 
 
 def choose(main: Path, folder: Path, recipe: Recipe) -> dict:

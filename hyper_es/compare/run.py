@@ -127,23 +127,15 @@ def equal_recipe(recipe: Recipe, seed_dir: Path, seed: int, lr: float) -> Recipe
 
     plan = equal_planned(recipe, seed_dir)
     logger.info("seed %d grpo-equal-compute: %d steps of %d batches", seed, plan["steps"], plan["accumulation"])
-    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan, recipe.gradient.accumulation_steps))
+    return arm_recipe(recipe, seed, lr, EQUAL, equal_overlay(plan))
 
 
 def equal_planned(recipe: Recipe, seed_dir: Path) -> dict:
     """The equal-compute plan (equal/equal_compute.json), made once from the main run's report."""
-    from hyper_es.compare.equal import equal_plan
-    from hyper_es.io import read_json, write_json_atomic
+    from hyper_es.compare.equal import planned
 
-    path = seed_dir / EQUAL / EQUAL_FILE
-    if path.is_file():
-        plan = read_json(path, "delete the folder to plan it again")
-    else:
-        plan = equal_plan(seed_dir / MAIN, recipe.gradient.baseline_snapshot_every, recipe.compare.equal_max_batches,
-                          recipe.compare.equal)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, plan)
-    return plan
+    return planned(seed_dir / EQUAL / EQUAL_FILE, seed_dir / MAIN, recipe.gradient.baseline_snapshot_every,
+                   recipe.compare.equal_max_batches, recipe.compare.equal)
 
 
 def run_equal(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str = EQUAL) -> None:
@@ -170,8 +162,7 @@ def run_further(recipe: Recipe, seed_dir: Path, seed: int, lr: float, name: str 
     from hyper_es.compare.further import choose, further_changes, given_names
 
     choice = choose(seed_dir / MAIN, seed_dir / FURTHER, recipe)
-    mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir),
-                                                                    recipe.gradient.accumulation_steps))
+    mine = arm_recipe(recipe, seed, lr, FURTHER, further_changes(choice, equal_planned(recipe, seed_dir)))
     logger.info("seed %d adapter-further: %s (validation %.3f) trained on", seed, choice["adapter"],
                 choice["val"][choice["adapter"]])
     baseline_arm(mine, seed_dir, FURTHER, rows=("base", "uniform", *given_names(recipe)), directions=True)
