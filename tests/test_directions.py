@@ -71,7 +71,8 @@ def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
 
 
 def test_a_resume_rewrites_the_recorded_recipe_for_a_change_it_reads_not_for_compare_alone(tmp_path):
-    """An arm resumed under a later `compare` (its grid's start) keeps the recipe it ran; an eval change is recorded."""
+    """An arm resumed under a later `compare` (its grid's start) keeps the recipe it ran, a comparison's own folder
+    records it; an eval change is recorded."""
     from hyper_es.directions.collect import prepare_run_dir
 
     path = write_recipe(tmp_path)
@@ -82,6 +83,8 @@ def test_a_resume_rewrites_the_recorded_recipe_for_a_change_it_reads_not_for_com
     path.write_text(yaml.safe_dump({**data, "compare": {"lrs": [1e-3, 2e-3, 4e-3]}}))
     prepare_run_dir(hx.load_recipe(path), tmp_path / "run")
     assert (tmp_path / "run" / "recipe.yaml").read_text() == saved
+    prepare_run_dir(hx.load_recipe(path), tmp_path / "run", comparison=True)  # a comparison's folder records it
+    assert hx.load_recipe(tmp_path / "run" / "recipe.yaml").compare.lrs == [1e-3, 2e-3, 4e-3]
     path.write_text(yaml.safe_dump({**data, "eval": {**data.get("eval", {}), "seed": 7}}))
     prepare_run_dir(hx.load_recipe(path), tmp_path / "run")
     assert hx.load_recipe(tmp_path / "run" / "recipe.yaml").eval.seed == 7

@@ -43,7 +43,7 @@ def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True)
     if why := recipe.mixed_training():  # the baseline's lr grid trains on every training task at once
         raise RecipeError(f"{recipe._path or '<recipe>'}: gradient.tasks: {why}")
     arms = variants(recipe)  # every overlay checked before anything runs
-    prepare_run_dir(recipe, out)  # an ROOT begun with another model, tasks or gradient stage is refused
+    prepare_run_dir(recipe, out, comparison=True)  # a ROOT begun with another model, tasks or gradient is refused
     write_plan(out, plan_for(recipe))
     lrs = {seed: tune_seed(recipe, out, seed)["chosen"] for seed in seeds}
     stages = [(MAIN, run_main), *((name, run_variant) for name in arms)]

@@ -20,10 +20,10 @@ from hyper_es.rundir import DIRECTIONS_DIR, RECIPE_FILE
 logger = logging.getLogger(__name__)
 
 
-def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
+def prepare_run_dir(recipe: Recipe, run_dir: Path, *, comparison: bool = False) -> None:
     """Write the resolved recipe; on resume, refuse a run directory made from a different recipe. A change to
-    `compare` alone leaves the file as it was: no run reads it (a comparison's seeds record their grid's start in
-    lr_grid.json), so an arm resumed under a later grid keeps the record of the recipe it ran."""
+    `compare` alone leaves a run's file as it was: a run does not read it, so an arm resumed under a later grid keeps
+    the record of the recipe it ran; a comparison's own folder (`comparison`) records it."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RECIPE_FILE
     text = recipe.to_yaml()
@@ -51,7 +51,7 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path) -> None:
         if changed:
             raise HyperESError(f"{run_dir} was started with a different recipe ({', '.join(changed)} differ); "
                                f"use a new --out or the recipe in {path}")
-        if all(today(k) == new.get(k) for k in new.keys() - {"compare"}):
+        if not comparison and all(today(k) == new.get(k) for k in new.keys() - {"compare"}):
             return
     tmp = path.with_name(f".{RECIPE_FILE}.tmp")
     tmp.write_text(text)
