@@ -66,7 +66,7 @@ def table(root: Path, horizons: list[int]) -> tuple[dict, str]:
     return out, "\n".join(lines) + "\n"
 
 
-GRPO = "grpo-equal-compute"  # GRPO-LoRA given the method's generated tokens: the row each method is held against
+GRPO = "grpo-equal-compute"  # GRPO-LoRA at the Hyper-ES row's generated tokens (ES's budget too): the reference
 Z = 1.959964
 
 
