@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The suite's tests of everything but vLLM and Ray, run on a CUDA machine: there the HF fallback engine, its in-place
-# merges and ES members, the GRPO-LoRA jobs (TRL) and the tiny pipeline all run on the GPU. It prints the versions it
+# merges and ES members, the GRPO-LoRA jobs (TRL), multi-turn episodes (TRL's environment_factory and the HF
+# engine's turns) and the tiny pipeline all run on the GPU. It prints the versions it
 # ran with and pytest's summary, and writes the whole log to OUT/gpu_check.log.
 #
 #     bash bench/gpu_check.sh [OUT [PYTEST ARGS]]   # e.g. OUT -n 6 (pytest-xdist); needs pip install -e . and pytest
@@ -22,4 +23,4 @@ EOF
 python3 -m pytest -q -p no:cacheprovider -m "not vllm" --timeout 300 --durations 15 \
     tests/test_engine.py tests/test_search_hf.py tests/test_evaluate_hf.py tests/test_es_core.py tests/test_es_run.py \
     tests/test_merge.py tests/test_low_rank.py tests/test_fidelity.py tests/test_directions.py tests/test_search_run.py \
-    tests/test_pipeline.py tests/test_export.py "$@" 2>&1 | tee "$out/gpu_check.log" | tail -60
+    tests/test_pipeline.py tests/test_export.py tests/test_environments.py tests/test_episode_fitness.py "$@" 2>&1 | tee "$out/gpu_check.log" | tail -60
