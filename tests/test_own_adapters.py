@@ -424,6 +424,10 @@ def test_adapter_further_chooses_the_best_adapter_by_validation_once(tmp_path):
     data["compare"]["further"] = True
     plan = plan_for(recipe_from_dict(data, recipe._path))
     assert plan.rows["adapter-further"] == ("further", None) and "adapter-further" in plan.controls
+    pairs = plan.all_pairs()  # a composition: each row minus each other, once
+    n = len(plan.rows)
+    assert len(pairs) == n * (n - 1) // 2 == len({frozenset(p) for p in pairs})
+    assert ("uniform", "adapter-further") in pairs and ("baseline", "base") in pairs
 
 
 def test_the_adapter_further_arm_trains_the_chosen_adapter_on_and_reports_its_early_stop(tmp_path):

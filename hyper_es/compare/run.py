@@ -209,7 +209,8 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     the gradient-fitted genome (the controls), the final baseline and the base; each Hyper-ES method against its
     own search start; the grid's cost charged to every row trained at its lr. With given directions (composition)
     each given adapter alone and their average (`uniform`) are controls too, only the baseline's rows are trained
-    at the grid's lr, and the goal has no steps ratio (the adapters' own training is shown apart)."""
+    at the grid's lr, the goal has no steps ratio (the adapters' own training is shown apart), and every row is
+    paired with every other."""
     from hyper_es.compare.further import given_names
     from hyper_es.compare.plan import Goal
     from hyper_es.rows.names import es_row, merged, prompted
@@ -256,6 +257,10 @@ def plan_for(recipe: Recipe) -> ComparePlan:
     started = [m for m in methods if f"{m}-start" in rows]  # the Hyper-ES methods: each against its search start
     pairs = [(m, f"{m}-start") for m in started] + [(f"{m}-start", c) for m in started for c in controls]
     pairs += [("grpo-equal-compute", "baseline-best")] if recipe.compare.equal else []
+    if given:  # a composition: each row minus each other (the controls among themselves and against the refs too)
+        order = [*methods, *(f"{m}-start" for m in started), *controls, "baseline", "base"]
+        have = {frozenset(p) for p in pairs} | {frozenset((m, c)) for m in methods for c in order if c != m}
+        pairs += [(a, b) for i, a in enumerate(order) for b in order[i + 1:] if frozenset((a, b)) not in have]
     return ComparePlan(
         title=f"Hyper-ES against the strongest simple controls ({recipe.name}, {recipe.model.name})", rows=rows,
         methods=methods, controls=controls, refs=["baseline", "base"], pairs=pairs, prompted=marked,
