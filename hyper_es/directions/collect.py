@@ -21,9 +21,9 @@ logger = logging.getLogger(__name__)
 
 
 def prepare_run_dir(recipe: Recipe, run_dir: Path, *, comparison: bool = False) -> None:
-    """Write the resolved recipe; on resume, refuse a run directory made from a different recipe. A change to
-    `compare` alone leaves a run's file as it was: a run does not read it, so an arm resumed under a later grid keeps
-    the record of the recipe it ran; a comparison's own folder (`comparison`) records it."""
+    """Write the resolved recipe; on resume, refuse a run directory made from a different recipe. A run's file keeps
+    the `compare` section it was first written with: a run does not read it, so an arm resumed under a later grid keeps
+    the record of the recipe it ran; a comparison's own folder (`comparison`) records the new one."""
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RECIPE_FILE
     text = recipe.to_yaml()
@@ -51,8 +51,8 @@ def prepare_run_dir(recipe: Recipe, run_dir: Path, *, comparison: bool = False) 
         if changed:
             raise HyperESError(f"{run_dir} was started with a different recipe ({', '.join(changed)} differ); "
                                f"use a new --out or the recipe in {path}")
-        if not comparison and all(today(k) == new.get(k) for k in new.keys() - {"compare"}):
-            return
+        if not comparison and "compare" in old:  # a run's record keeps the comparison section it was made with
+            text = yaml.safe_dump({**new, "compare": today("compare")}, sort_keys=False)
     tmp = path.with_name(f".{RECIPE_FILE}.tmp")
     tmp.write_text(text)
     tmp.replace(path)
