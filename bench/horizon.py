@@ -40,18 +40,23 @@ def horizon_recipe(path: Path, horizon: int):
     return recipe_from_dict(data, path)
 
 
-def table(root: Path, horizons: list[int]) -> tuple[dict, str]:
-    """Per horizon and method: the pooled success minus the base's (paired 95% CI), the seed spread, tokens."""
+def studied(root: Path, horizons: list[int]) -> dict:
+    """{horizon: (its comparison's summary, its plan)} for each horizon summarised so far."""
     from hyper_es.compare.plan import read_plan
 
+    return {h: (json.loads((root / f"h{h}" / "summary.json").read_text()), read_plan(root / f"h{h}"))
+            for h in horizons if (root / f"h{h}" / "summary.json").is_file()}
+
+
+def table(found: dict, horizons: list[int]) -> tuple[dict, str]:
+    """Per horizon and method: the pooled success minus the base's (paired 95% CI), the seed spread, tokens."""
     out, lines = {}, ["| horizon | row | success | − base | 95% CI | seeds (min..max) | tokens |",
                       "|---|---|---|---|---|---|---|"]
     for h in horizons:
-        folder = root / f"h{h}"
-        if not (folder / "summary.json").is_file():
+        if h not in found:
             lines.append(f"| {h} | (not run) | | | | | |")
             continue
-        summary, plan = json.loads((folder / "summary.json").read_text()), read_plan(folder)
+        summary, plan = found[h]
         out[h] = {}
         for label in [*plan.methods, *plan.controls, "baseline"]:
             d = (summary["pooled"].get(f"{label} - base") or {}).get("trained")
@@ -70,22 +75,17 @@ GRPO = "grpo-equal-compute"  # GRPO-LoRA at the Hyper-ES row's generated tokens 
 Z = 1.959964
 
 
-def trend(root: Path, horizons: list[int]) -> tuple[dict, str]:
+def trend(found: dict) -> tuple[dict, str]:
     """Agentic ESOpt's claim as a number: per method, its held-out success minus GRPO-LoRA's at equal tokens at each
     horizon (pooled over seeds, paired 95% CI), and that gap's change from the shortest horizon run, d_H - d_first,
     with a 95% CI taking the two horizons' bootstrap CIs as independent normal estimates (their episodes are scored
     apart; where they share questions, a positive correlation only makes this CI wider than it need be)."""
-    from hyper_es.compare.plan import read_plan
-
     gaps: dict[str, dict[int, dict]] = {}
-    for h in horizons:
-        folder = root / f"h{h}"
-        if (folder / "summary.json").is_file():
-            summary = json.loads((folder / "summary.json").read_text())
-            for m in read_plan(folder).methods:
-                d = (summary["pooled"].get(f"{m} - {GRPO}") or {}).get("trained")
-                if d is not None:
-                    gaps.setdefault(m, {})[h] = d
+    for h, (summary, plan) in sorted(found.items()):
+        for m in plan.methods:
+            d = (summary["pooled"].get(f"{m} - {GRPO}") or {}).get("trained")
+            if d is not None:
+                gaps.setdefault(m, {})[h] = d
     out, lines = {}, [f"| row | horizon | − {GRPO} | 95% CI | change from the first horizon | 95% CI |",
                       "|---|---|---|---|---|---|"]
     for m, by_h in gaps.items():
@@ -122,8 +122,9 @@ def main() -> None:
 
         for h in args.horizons:
             compare(horizon_recipe(args.recipe, h), args.seeds, args.root / f"h{h}", figure=False)
-    data, text = table(args.root, args.horizons)
-    gaps, gap_text = trend(args.root, args.horizons)
+    found = studied(args.root, args.horizons)
+    data, text = table(found, args.horizons)
+    gaps, gap_text = trend(found)
     out = args.out or args.root
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join(["python", "bench/horizon.py", *sys.argv[1:]])

@@ -26,7 +26,7 @@ def _summary(folder: Path, gaps: dict[str, tuple[float, float, float]]) -> None:
 def test_the_gap_to_grpo_and_its_change_with_the_horizon(tmp_path):
     _summary(tmp_path / "h1", {"es": (-0.02, -0.06, 0.02), "hyper-es": (0.0, -0.03, 0.03)})
     _summary(tmp_path / "h4", {"es": (0.05, 0.02, 0.08)})  # hyper-es not summarised at horizon 4 yet
-    out, text = horizon.trend(tmp_path, [1, 2, 4])
+    out, text = horizon.trend(horizon.studied(tmp_path, [1, 2, 4]))
     assert set(out) == {"es", "hyper-es"} and set(out["es"]) == {1, 4} and set(out["hyper-es"]) == {1}
     four = out["es"][4]
     assert four["change"] == pytest.approx(0.07)
@@ -34,4 +34,4 @@ def test_the_gap_to_grpo_and_its_change_with_the_horizon(tmp_path):
     assert (four["change_low"], four["change_high"]) == pytest.approx((0.07 - half, 0.07 + half))
     assert "| es | 1 | -2.0 | [-6.0, +2.0] | (reference) |  |" in text
     assert "| es | 4 | +5.0 | [+2.0, +8.0] | +7.0 | [+2.0, +12.0] |" in text
-    assert "| 2 | (not run) | | | | | |" in horizon.table(tmp_path, [1, 2, 4])[1]  # h2 has no summary yet
+    assert "| 2 | (not run) | | | | | |" in horizon.table(horizon.studied(tmp_path, [1, 2, 4]), [1, 2, 4])[1]  # h2 has no summary yet
