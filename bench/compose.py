@@ -3,6 +3,8 @@
     python bench/compose.py --root ROOT/compose --stages specialists          # one GRPO-LoRA per skill, once
     python bench/compose.py --root ROOT/compose --stages multitask fewshot    # `hyper-es compare`, seeds 0 1 2
     python bench/compose.py --root ROOT/compose --stages multitask --publish bench/results/compose  # records, to commit
+    python bench/compose.py --root ROOT/compose --stages specialists multitask --seeds 1 --arms equal further \
+        --restore bench/results/compose    # on a new machine: the committed records back, then arms that need no weights
 
 Specialists: one GRPO-LoRA per skill of `recipes/smollm2-135m-compose.yaml` (its fitness tasks), trained once from
 the base on that skill's train split with the recipe's gradient settings for its baseline's steps, seed 0, and stored
@@ -74,10 +76,10 @@ def train_specialists(root: Path) -> list[Path]:
     return done
 
 
-def run_setting(root: Path, setting: str, seeds: list[int]) -> None:
+def run_setting(root: Path, setting: str, seeds: list[int], arms: list[str] | None = None) -> None:
     from hyper_es.compare.run import compare
 
-    summary, text = compare(setting_recipe(root, setting), seeds, root / setting)
+    summary, text = compare(setting_recipe(root, setting), seeds, root / setting, arms=arms)
     print(text)
 
 
@@ -87,6 +89,9 @@ def main() -> None:
     p.add_argument("--stages", nargs="+", default=["specialists", *SETTINGS], choices=["specialists", *SETTINGS])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--publish", type=Path, help="copy the records (no weights) to PUBLISH/<setting>/, to commit")
+    p.add_argument("--restore", type=Path, help="first put RESTORE/<setting>/'s committed records into ROOT/<setting>/ "
+                   "(files ROOT has are kept; the specialists are retrained, not restored)")
+    p.add_argument("--arms", nargs="+", help="only these compare arms after the grid (default: every arm)")
     args = p.parse_args()
     from hyper_es.progress import setup_logging
 
@@ -94,12 +99,15 @@ def main() -> None:
     if "specialists" in args.stages:
         for folder in train_specialists(args.root):
             logger.info("specialist ready: %s", folder)
-    from publish import publish  # bench/publish.py
+    from publish import publish, restore  # bench/publish.py
 
     if args.publish and (args.root / ADAPTERS).is_dir():  # the specialists' manifests, once
         publish(args.root / ADAPTERS, args.publish / ADAPTERS, root=args.root)
     for setting in (s for s in SETTINGS if s in args.stages):
-        run_setting(args.root, setting, args.seeds)
+        if args.restore:
+            logger.info("%d records restored into %s", len(restore(args.restore / setting, args.root / setting)),
+                        args.root / setting)
+        run_setting(args.root, setting, args.seeds, args.arms)
         if args.publish:
             publish(args.root / setting, args.publish / setting, root=args.root)
 

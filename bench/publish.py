@@ -6,6 +6,12 @@ Copies the JSON, JSONL, Markdown, YAML and PNG files under a comparison (or run)
 trainer checkpoints and logs, and PEFT's own files (adapter configs, model cards, tokenizer files), and writes the
 folder's parent as ROOT/ and the model cache as CACHE/, so nothing of one machine is committed. Re-running refreshes
 what changed; a file the source no longer has stays.
+
+    python bench/publish.py --restore bench/results/compose/multitask ROOT/compose/multitask
+
+puts committed records back into a new ROOT (ROOT/ and CACHE/ written as this machine's paths; a file already there
+is kept), so that a comparison begun on another machine goes on with the arms that need no weights of it (for
+example `hyper-es compare --arms equal,further` after a main run whose records are committed).
 """
 
 from __future__ import annotations
@@ -41,18 +47,38 @@ def records(src: Path) -> list[Path]:
 def publish(src: Path, dest: Path, root: Path | None = None, cache: Path | None = None) -> list[Path]:
     """Copy `records(src)` to `dest` with `root` (default: src's parent) written ROOT and `cache` (default: the
     model cache) written CACHE; returns what it wrote."""
+    src = src.resolve()
+    return _copy(src, dest, records(src), _places(root or src.parent, cache), keep=False)
+
+
+def restore(src: Path, dest: Path, root: Path | None = None, cache: Path | None = None) -> list[Path]:
+    """Committed records `src` back into `dest`, ROOT written as `root` (default: dest's parent) and CACHE as
+    `cache`; a file `dest` already has is kept. Returns what it wrote."""
+    dest = Path(dest).resolve()
+    places = {}  # only where a path was: "ROOT/..." or the bare "ROOT" (a completion that says ROOT is left alone)
+    for place, name in _places(root or dest.parent, cache).items():
+        places |= {f"{name}/": f"{place}/", f'"{name}"': f'"{place}"'}
+    return _copy(Path(src), dest, records(Path(src)), places, keep=True)
+
+
+def _places(root: Path, cache: Path | None) -> dict[str, str]:
     from hyper_es.models import cache_dir
 
-    src = src.resolve()
-    places = {str((root or src.parent).resolve()): "ROOT", str((cache or cache_dir()).resolve()): "CACHE"}
+    return {str(Path(root).resolve()): "ROOT", str(Path(cache or cache_dir()).resolve()): "CACHE"}
+
+
+def _copy(src: Path, dest: Path, rels: list[Path], places: dict[str, str], *, keep: bool) -> list[Path]:
+    """Each of `rels` from `src` to `dest` with every key of `places` written as its value (the longer first)."""
     written = []
-    for rel in records(src):
+    for rel in rels:
         out = dest / rel
+        if keep and out.exists():
+            continue
         out.parent.mkdir(parents=True, exist_ok=True)
         data = (src / rel).read_bytes()
         if rel.suffix != ".png":
             text = data.decode("utf-8")
-            for place, name in sorted(places.items(), key=lambda kv: -len(kv[0])):  # the longer path first
+            for place, name in sorted(places.items(), key=lambda kv: -len(kv[0])):
                 text = text.replace(place, name)
             data = text.encode("utf-8")
         if not out.is_file() or out.read_bytes() != data:
@@ -65,9 +91,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("src", type=Path, help="a comparison or run folder")
     p.add_argument("dest", type=Path, help="where its records go (under bench/results/)")
-    p.add_argument("--root", type=Path, help="the folder written ROOT (default: src's parent)")
+    p.add_argument("--root", type=Path, help="the folder written ROOT (default: src's parent; with --restore, dest's)")
+    p.add_argument("--restore", action="store_true", help="the other way: committed records SRC back into a run DEST")
     args = p.parse_args()
-    print(f"{len(publish(args.src, args.dest, args.root))} files written under {args.dest} (the rest unchanged)")
+    n = len((restore if args.restore else publish)(args.src, args.dest, args.root))
+    print(f"{n} files written under {args.dest} (the rest unchanged)")
 
 
 if __name__ == "__main__":

@@ -189,3 +189,28 @@ def test_the_equal_and_further_arms_keep_the_baselines_micro_batches(tmp_path):
     del plan["micro"]
     (tmp_path / EQUAL / "equal_compute.json").write_text(json.dumps(plan))
     assert equal_recipe(recipe, tmp_path, 0, 0.01).gradient.accumulation_steps == 6
+
+
+def test_arms_runs_only_those_stages_after_the_grid(tmp_path, monkeypatch):
+    import hyper_es.compare as summary
+    import hyper_es.compare.run as run
+
+    recipe = recipe_from_dict(_data(), tmp_path / "r.yaml")
+    with pytest.raises(RecipeError, match=r"no arm mian in this comparison \(expected some of main, linear, es, "):
+        compare(recipe, [0], tmp_path / "A", arms=["mian"])
+    assert not (tmp_path / "A").exists()  # refused before anything is written
+    ran = []
+    monkeypatch.setattr(run, "tune_seed", lambda recipe, out, seed: {"chosen": 0.01})
+    monkeypatch.setattr(run, "run_main", lambda *a: ran.append(("main", a[2])))
+    monkeypatch.setattr(run, "run_equal", lambda *a: ran.append(("equal", a[2])))
+    monkeypatch.setattr(summary, "render", lambda out, seeds, figure=True: ({}, ""))
+    compare(recipe, [0, 1], tmp_path / "A", arms=["equal"])
+    assert ran == [("equal", 0), ("equal", 1)]
+
+
+def test_the_cli_refuses_an_arm_it_does_not_have_in_one_line(tmp_path, cli):
+    tiny_recipe(tmp_path, _data(), write=True)
+    result = cli("compare", tmp_path / "recipe.yaml", "--out", tmp_path / "A", "--arms", "equal, further")
+    assert result.exit_code != 0
+    assert "no arm further in this comparison (expected some of main, linear, es, equal)" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "A").exists()

@@ -17,6 +17,8 @@ def compare_cmd(
     out: Annotated[Path, typer.Option(help="the comparison's folder ROOT (re-running on it resumes every stage)")],
     seeds: Annotated[str, typer.Option(help="the seeds, comma-separated (each re-seeds training and search)")] = "0,1,2",
     figure: Annotated[bool, typer.Option(help="also draw ROOT/accuracy_cost.png")] = True,
+    arms: Annotated[Optional[str], typer.Option(help="only these arms after the grid, comma-separated (main, a "
+                                                "variant, equal, further); the others are summarized from disk")] = None,
 ) -> None:
     """Per seed: the baseline's lr grid until its best is interior, the main run at that lr, the recipe's variants
     and the grpo-equal-compute control (its `compare:` section); then every row's accuracy and cost (the grid's
@@ -27,8 +29,9 @@ def compare_cmd(
 
     _writable(out, folder=True)
     rec = load_recipe(recipe)
-    typer.echo(compare(rec, list(dict.fromkeys(_ints(seeds, "--seeds", minimum=0))), out, figure=figure)[1],
-               nl=False)
+    only = [a.strip() for a in arms.split(",") if a.strip()] if arms is not None else None
+    typer.echo(compare(rec, list(dict.fromkeys(_ints(seeds, "--seeds", minimum=0))), out, figure=figure,
+                       arms=only)[1], nl=False)
 
 
 @command("report")

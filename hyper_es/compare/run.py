@@ -34,21 +34,27 @@ DIRECTION_ONLY = ("directions", "vary", "difficulty_rows", "difficulty_samples",
                   "checkpoint_every")  # gradient fields the baseline job does not read (its steps: in its JobSpec)
 
 
-def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True) -> tuple[dict, str]:
-    """Every seed's stages (resuming), then the summary; returns it and its Markdown."""
+def compare(recipe: Recipe, seeds: list[int], out: Path, *, figure: bool = True,
+            arms: list[str] | None = None) -> tuple[dict, str]:
+    """Every seed's stages (resuming), then the summary; returns it and its Markdown. `arms`: only these stages
+    after the grid (main, a variant, equal, further), the others read from disk as they are."""
     from hyper_es.compare import render
     from hyper_es.directions.collect import prepare_run_dir
 
     out = Path(out)
     if why := recipe.mixed_training():  # the baseline's lr grid trains on every training task at once
         raise RecipeError(f"{recipe._path or '<recipe>'}: gradient.tasks: {why}")
-    arms = variants(recipe)  # every overlay checked before anything runs
+    stages = [(MAIN, run_main), *((name, run_variant) for name in variants(recipe))]  # every overlay checked
+    stages += [(EQUAL, run_equal)] if recipe.compare.equal else []
+    stages += [(FURTHER, run_further)] if recipe.compare.further else []
+    if arms is not None:
+        if unknown := sorted(set(arms) - {name for name, _ in stages}):
+            raise RecipeError(f"{recipe._path or '<recipe>'}: no arm {', '.join(unknown)} in this comparison "
+                              f"(expected some of {', '.join(name for name, _ in stages)})")
+        stages = [(name, stage) for name, stage in stages if name in arms]
     prepare_run_dir(recipe, out, comparison=True)  # a ROOT begun with another model, tasks or gradient is refused
     write_plan(out, plan_for(recipe))
     lrs = {seed: tune_seed(recipe, out, seed)["chosen"] for seed in seeds}
-    stages = [(MAIN, run_main), *((name, run_variant) for name in arms)]
-    stages += [(EQUAL, run_equal)] if recipe.compare.equal else []
-    stages += [(FURTHER, run_further)] if recipe.compare.further else []
     for i, (name, stage) in enumerate(stages):
         for seed in seeds:
             logger.info("seed %d: %s", seed, name)
