@@ -68,10 +68,12 @@ def restore(src: Path, dest: Path, root: Path | None = None, cache: Path | None 
 def _unfinished_job(src: Path, rel: Path) -> bool:
     """Whether `rel` is a job's record (under a run's directions/) in a run that has no report.json: restored, it
     would say the job is done where its weights are not."""
-    if "directions" not in rel.parts:
+    from hyper_es.rundir import DIRECTIONS_DIR, REPORT_FILE
+
+    if DIRECTIONS_DIR not in rel.parts:
         return False
-    run = src.joinpath(*rel.parts[:rel.parts.index("directions")])
-    return not (run / "report.json").is_file()
+    run = src.joinpath(*rel.parts[:rel.parts.index(DIRECTIONS_DIR)])
+    return not (run / REPORT_FILE).is_file()
 
 
 def _places(root: Path, cache: Path | None) -> dict[str, str]:
