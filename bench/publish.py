@@ -10,11 +10,11 @@ what changed; a file the source no longer has stays.
     python bench/publish.py --restore bench/results/compose/multitask ROOT/compose/multitask
 
 puts committed records back into a new ROOT (ROOT/ and CACHE/ written as this machine's paths; a file already there
-is kept), so that a comparison begun on another machine goes on there: a finished run (its `report.json` there) comes
-back whole, as the input of later arms (`hyper-es compare --arms equal,further` reads a main run's report and
-validation rows, not its weights); an unfinished one (a grid's lr, a main run killed mid-way) comes back without its
-`directions/` records, so that its jobs are trained again (GRPO-LoRA here is deterministic: retrained specialists
-matched their committed reward curves step for step) and its scored rows and search history are resumed from.
+is kept), so that a comparison begun on another machine goes on there. A finished run is the input of later arms
+(`hyper-es compare --arms equal,further` reads a main run's report and validation rows, not its weights); in an
+unfinished one (a grid's lr, a main run killed mid-way) each job's record comes back without its weights, which
+`collect` reads as a job to train again (GRPO-LoRA here is deterministic: retrained specialists matched their committed
+reward curves step for step), while its scored rows and search history are resumed from.
 """
 
 from __future__ import annotations
@@ -61,19 +61,7 @@ def restore(src: Path, dest: Path, root: Path | None = None, cache: Path | None 
     places = {}  # only where a path was: "ROOT/..." or the bare "ROOT" (a completion that says ROOT is left alone)
     for place, name in _places(root or dest.parent, cache).items():
         places |= {f"{name}/": f"{place}/", f'"{name}"': f'"{place}"'}
-    return _copy(Path(src), dest, [r for r in records(Path(src)) if not _unfinished_job(Path(src), r)], places,
-                 keep=True)
-
-
-def _unfinished_job(src: Path, rel: Path) -> bool:
-    """Whether `rel` is a job's record (under a run's directions/) in a run that has no report.json: restored, it
-    would say the job is done where its weights are not."""
-    from hyper_es.rundir import DIRECTIONS_DIR, REPORT_FILE
-
-    if DIRECTIONS_DIR not in rel.parts:
-        return False
-    run = src.joinpath(*rel.parts[:rel.parts.index(DIRECTIONS_DIR)])
-    return not (run / REPORT_FILE).is_file()
+    return _copy(Path(src), dest, records(Path(src)), places, keep=True)
 
 
 def _places(root: Path, cache: Path | None) -> dict[str, str]:

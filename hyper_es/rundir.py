@@ -28,6 +28,8 @@ LOG_FILE = "generations.jsonl"  # RUN/search/generations.jsonl: one record per g
 ES_CONFIG = "config.json"  # RUN/es/config.json: the settings ES's history depends on
 ES_HISTORY = "history.jsonl"  # RUN/es/history.jsonl: one record per iteration (the checkpoint)
 MANIFEST_FILE = "manifest.json"  # RUN/directions/<name>/manifest.json: a finished GRPO job
+ADAPTER_WEIGHTS = "adapter_model.safetensors"  # RUN/directions/<name>/: a trained or imported PEFT adapter's tensors
+SET_TENSORS = "directions.safetensors"  # RUN/directions/<name>/: an imported direction kept as a saved set
 
 # A comparison's folder (`hyper-es compare`, `hyper-es report`): ROOT/compare.json (the plan), ROOT/summary.json,
 # summary.md, accuracy_cost.png; per seed ROOT/seed<N>/lr_grid.json and its arms' run folders ROOT/seed<N>/<arm>/,

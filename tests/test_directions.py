@@ -64,6 +64,21 @@ def test_rerun_skips_finished_jobs(run, caplog):
     assert sum("already finished" in r.message for r in caplog.records) == 3
 
 
+def test_a_record_without_its_weights_is_a_job_to_train_again(run, tmp_path, caplog):
+    """A job folder holding its manifest but not its adapter (records restored without weights, a disk lost) is not
+    read as done: collect trains that job again, and only that one (to the same weights: the job is deterministic)."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    (copy / "directions/dir-1/adapter_model.safetensors").unlink()
+    with caplog.at_level("INFO"):
+        collect(hx.load_recipe(run.parent / "recipe.yaml"), copy)
+    assert sum("already finished" in r.message for r in caplog.records) == 2
+    assert any("dir-1: its record is here without its weights" in r.message for r in caplog.records)
+    assert adapters(copy) == adapters(run)
+
+
 def test_other_recipe_on_same_run_dir_is_refused(run, tmp_path):
     other = hx.load_recipe(write_recipe(tmp_path, steps=4))
     with pytest.raises(HyperESError, match="different recipe .*gradient"):

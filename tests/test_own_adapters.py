@@ -319,6 +319,10 @@ def test_a_saved_set_in_a_recipe_is_imported_as_it_was_saved(cli, tmp_path):
         want = lora if name != "dense" else dense
         for tensor in want[name].parts:
             assert torch.equal(run.delta(k, tensor), want.delta(name, tensor))
+    for name in ("a1", "dense"):
+        (tmp_path / "RUN" / "directions" / name / "directions.safetensors").unlink()  # its record kept, not its weights
+    assert cli("collect", recipe, "--out", tmp_path / "RUN").exit_code == 0  # imported again, not read as done
+    assert hx.DirectionSet.from_run(tmp_path / "RUN").delta(2, t).equal(dense.delta("dense", t))
 
 
 def test_given_adapters_with_a_baseline_train_only_the_baseline(tmp_path):

@@ -34,15 +34,16 @@ def test_publish_keeps_records_and_writes_places(tmp_path):
     assert publish.publish(src, dest, cache=cache) == []  # nothing changed: nothing written
     _write(dest / "seed0" / "main" / "eval" / "hyper-es.json", '{"greedy": 0.5, "text": "ROOT is a word"}')
 
-    _write(dest / "seed0" / "main" / "report.json", "{}")  # a finished run: its job records come back too
-    _write(dest / "seed0" / "grid" / "lr0.001" / "directions" / "baseline" / "manifest.json", "{}")  # unfinished
+    _write(dest / "seed0" / "main" / "report.json", "{}")
+    _write(dest / "seed0" / "grid" / "lr0.001" / "directions" / "baseline" / "manifest.json", "{}")  # no weights
     _write(dest / "seed0" / "grid" / "lr0.001" / "eval" / "val" / "baseline@3.json", "{}")
     root2, cache2 = tmp_path / "new" / "runs", tmp_path / "new" / "cache"  # another machine: the records go back
     _write(root2 / "multitask" / "seed0" / "main" / "directions" / "letters" / "manifest.json", '{"mine": 1}')
     back = publish.restore(dest, root2 / "multitask", cache=cache2)
-    assert sorted(p.relative_to(root2).as_posix() for p in back) == [
+    assert sorted(p.relative_to(root2).as_posix() for p in back) == [  # a job's record back without its weights:
+        "multitask/seed0/grid/lr0.001/directions/baseline/manifest.json",  # collect trains it again
         "multitask/seed0/grid/lr0.001/eval/val/baseline@3.json", "multitask/seed0/main/eval/hyper-es.json",
-        "multitask/seed0/main/recipe.yaml", "multitask/seed0/main/report.json"]  # the grid's job: trained again
+        "multitask/seed0/main/recipe.yaml", "multitask/seed0/main/report.json"]
     assert (root2 / "multitask/seed0/main/recipe.yaml").read_text() == \
         f"directions:\n- {root2.resolve()}/adapters/letters\nmodel: {cache2.resolve()}/smollm2\n"
     assert "ROOT is a word" in (root2 / "multitask/seed0/main/eval/hyper-es.json").read_text()  # not a path

@@ -9,7 +9,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from hyper_es.directions.manifest import SOURCE, finished_jobs, read_manifest, versions
+from hyper_es.directions.manifest import SOURCE, finished_jobs, has_tensors, read_manifest, versions
 from hyper_es.directions.set import SET_INDEX, DirectionSet
 from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, read_adapter
 from hyper_es.errors import DataError
@@ -71,7 +71,7 @@ def import_directions(recipe: Recipe, run_dir: Path) -> list[Path]:
     """Copy the recipe's given directions into RUN/directions/ once (a re-run finds them there); returns their
     folders in the recipe's order."""
     cfg = recipe.directions
-    done = {m["name"]: f for f, m in finished_jobs(run_dir) if "imported" in m}
+    done = {m["name"]: f for f, m in finished_jobs(run_dir) if "imported" in m and has_tensors(f)}
     index = recipe.base_dir / cfg.set / SET_INDEX if cfg.set is not None else None
     names = ([cfg.ref(i)[1] for i in range(len(cfg.adapters))] if index is None
              else [d["name"] for d in read_json(index, "save the set again")["directions"]] if index.is_file() else None)
@@ -105,7 +105,7 @@ def write_imported(ds: DirectionSet, run_dir: Path, origins: list[dict]) -> list
     `peft-adapter` origin copies the adapter's files as they are; any other stores the direction as a one-direction
     saved set); a direction already there is kept. Returns the folders in the set's order."""
     root = Path(run_dir) / DIRECTIONS_DIR
-    done = {m["name"] for _, m in finished_jobs(run_dir) if "imported" in m}
+    done = {m["name"] for f, m in finished_jobs(run_dir) if "imported" in m and has_tensors(f)}
     base = {"name": ds.base, "sha256": ds.base_hash}
     for d, origin in zip(ds.directions, origins, strict=True):
         if d.name in done:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
-from hyper_es.rundir import DIRECTIONS_DIR, MANIFEST_FILE
+from hyper_es.rundir import ADAPTER_WEIGHTS, DIRECTIONS_DIR, MANIFEST_FILE, SET_TENSORS
 
 MANIFEST = MANIFEST_FILE
 SOURCE = "source.json"  # an imported direction's provenance (directions/imported.py), in place of a manifest
@@ -18,6 +18,12 @@ def adapter_started(folder: Path) -> str | None:
     None (from the base, or from ES's update)."""
     start = (read_manifest(folder) or {}).get("start") or {}
     return start.get("name") if start.get("from") == "adapter" else None
+
+
+def has_tensors(folder: Path) -> bool:
+    """Whether a direction's folder holds its tensors (a PEFT adapter's, or a saved set's). A record without them
+    (records published or restored without weights, a disk lost) is a job to do again, not a finished one."""
+    return any((Path(folder) / f).is_file() for f in (ADAPTER_WEIGHTS, SET_TENSORS))
 
 
 def read_manifest(folder: Path) -> dict | None:

@@ -13,9 +13,9 @@ from hyper_es.directions.sources import (
     CheckpointDiff, Dense, Direction, LoraFactors, checkpoint_tensors, read_adapter, tensor_shapes,
 )
 from hyper_es.errors import DataError
+from hyper_es.rundir import SET_TENSORS
 
 SET_INDEX = "directions.json"
-SET_TENSORS = "directions.safetensors"
 
 
 class DirectionSet:

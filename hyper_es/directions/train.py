@@ -331,7 +331,7 @@ def run_job(recipe: Recipe, job: JobSpec, run_dir: Path, base_hash: str, *, star
                                                        tasks=[job.task] if job.task else [t.name for t in tasks],
                                                        rows=len(rows), seconds=seconds, start_from=start_from))
     if final.exists():
-        shutil.rmtree(final)  # only reachable for a folder without a manifest (see collect)
+        shutil.rmtree(final)  # a folder without a manifest or without its weights (see collect)
     adapter.rename(final)
     shutil.rmtree(work, ignore_errors=True)
     logger.info("job %s finished in %.1f s -> %s", job.name, seconds, final)
