@@ -10,7 +10,7 @@ from pathlib import Path
 from hyper_es.directions.difficulty import difficulty_path
 from hyper_es.directions.imported import import_directions
 from hyper_es.directions.jobs import plan_baseline, plan_directions
-from hyper_es.directions.manifest import has_tensors, read_manifest
+from hyper_es.directions.manifest import done_manifest
 from hyper_es.directions.train import run_job
 from hyper_es.errors import DataError, HyperESError
 from hyper_es.recipe import Recipe, pin_run_partitions
@@ -78,12 +78,10 @@ def collect(recipe: Recipe, run_dir: str | Path, *, baseline: bool = False, dire
     done, pending = [], []
     for job in plan:
         folder = run_dir / DIRECTIONS_DIR / job.name
-        manifest = read_manifest(folder)
-        if manifest is not None and has_tensors(folder):
+        manifest = done_manifest(folder)
+        if manifest is not None:
             logger.info("job %s already finished (%d steps); skipping", job.name, manifest["optimizer_steps"])
         else:
-            if manifest is not None:
-                logger.info("job %s: its record is here without its weights; training it again", job.name)
             pending.append(job)
         done.append(folder)
     if any(j.by_difficulty for j in pending) and not difficulty_path(run_dir).is_file():

@@ -67,11 +67,16 @@ def given_set(recipe: Recipe) -> DirectionSet:
     return ds
 
 
+def imported_here(run_dir: Path) -> dict[str, Path]:
+    """{name: folder} of the directions imported into RUN/directions/ before, with their tensors."""
+    return {m["name"]: f for f, m in finished_jobs(run_dir) if "imported" in m and has_tensors(f)}
+
+
 def import_directions(recipe: Recipe, run_dir: Path) -> list[Path]:
     """Copy the recipe's given directions into RUN/directions/ once (a re-run finds them there); returns their
     folders in the recipe's order."""
     cfg = recipe.directions
-    done = {m["name"]: f for f, m in finished_jobs(run_dir) if "imported" in m and has_tensors(f)}
+    done = imported_here(run_dir)
     index = recipe.base_dir / cfg.set / SET_INDEX if cfg.set is not None else None
     names = ([cfg.ref(i)[1] for i in range(len(cfg.adapters))] if index is None
              else [d["name"] for d in read_json(index, "save the set again")["directions"]] if index.is_file() else None)
@@ -105,7 +110,7 @@ def write_imported(ds: DirectionSet, run_dir: Path, origins: list[dict]) -> list
     `peft-adapter` origin copies the adapter's files as they are; any other stores the direction as a one-direction
     saved set); a direction already there is kept. Returns the folders in the set's order."""
     root = Path(run_dir) / DIRECTIONS_DIR
-    done = {m["name"] for f, m in finished_jobs(run_dir) if "imported" in m and has_tensors(f)}
+    done = imported_here(run_dir)
     base = {"name": ds.base, "sha256": ds.base_hash}
     for d, origin in zip(ds.directions, origins, strict=True):
         if d.name in done:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
 from hyper_es.rundir import ADAPTER_WEIGHTS, DIRECTIONS_DIR, MANIFEST_FILE, SET_TENSORS
+
+logger = logging.getLogger(__name__)
 
 MANIFEST = MANIFEST_FILE
 SOURCE = "source.json"  # an imported direction's provenance (directions/imported.py), in place of a manifest
@@ -24,6 +27,15 @@ def has_tensors(folder: Path) -> bool:
     """Whether a direction's folder holds its tensors (a PEFT adapter's, or a saved set's). A record without them
     (records published or restored without weights, a disk lost) is a job to do again, not a finished one."""
     return any((Path(folder) / f).is_file() for f in (ADAPTER_WEIGHTS, SET_TENSORS))
+
+
+def done_manifest(folder: Path) -> dict | None:
+    """The manifest of a job a re-run may skip (its record and its weights), else None: a job to (re)do."""
+    m = read_manifest(folder)
+    if m is not None and not has_tensors(folder):
+        logger.info("job %s: its record is here without its weights; training it again", Path(folder).name)
+        return None
+    return m
 
 
 def read_manifest(folder: Path) -> dict | None:

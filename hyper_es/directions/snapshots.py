@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from hyper_es.directions.jobs import BASELINE, SNAPSHOTS, plan_directions
-from hyper_es.directions.manifest import MANIFEST, has_tensors, read_manifest
+from hyper_es.directions.manifest import MANIFEST, done_manifest, read_manifest
 from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from hyper_es.errors import DataError
 from hyper_es.io import read_json, write_json_atomic
@@ -66,7 +66,7 @@ def derive_directions(recipe, run_dir: Path) -> list[Path]:
         hi = lo + job.steps
         weights = load_file(str(_adapter_at(baseline, hi, final) / ADAPTER_WEIGHTS))
         folder = run_dir / DIRECTIONS_DIR / job.name
-        if read_manifest(folder) is None or not has_tensors(folder):
+        if done_manifest(folder) is None:
             delta = _increment(weights, prev)
             rank = cfg["r"] * (1 if prev is None else 2)
             work = run_dir / DIRECTIONS_DIR / f".work-{job.name}"

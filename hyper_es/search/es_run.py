@@ -174,14 +174,14 @@ def es_then_grpo(recipe, run_dir: str | Path) -> Path:
 
     from hyper_es import models
     from hyper_es.directions.jobs import plan_baseline
-    from hyper_es.directions.manifest import has_tensors, read_manifest
+    from hyper_es.directions.manifest import done_manifest
     from hyper_es.directions.train import run_job
     from hyper_es.es.delta import es_delta
     from hyper_es.es.history import GRPO_JOB, grpo_folder
     from hyper_es.models.identity import weights_hash
 
     folder = grpo_folder(run_dir)
-    if read_manifest(folder) is not None and has_tensors(folder):
+    if done_manifest(folder) is not None:
         return folder
     base = models.resolve(recipe.model.name, revision=recipe.model.revision)
     delta, _ = es_delta(run_dir, base)
