@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import yaml
 
-from hyper_es.directions.sources import CheckpointDiff, LoraFactors
+from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, CheckpointDiff, LoraFactors
 from hyper_es.errors import HyperESError
 from hyper_es.merging import Genome, MergePlan, MergeSettings
 from hyper_es.rows import names as row_names
@@ -142,11 +142,11 @@ def _save_peft(base_path, deltas, out: str | Path, rank: int, max_error: float |
                            f"--max-error {max_error:g}); nothing written. Export --format hf (exact), raise --rank, or "
                            f"accept it with --max-error {math.ceil(overall * 100) / 100:g}")
     out.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(out / "adapter_model.safetensors"))
+    save_file(tensors, str(out / ADAPTER_WEIGHTS))
     config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": rank,  # scale 1
               "target_modules": sorted(targets), "lora_dropout": 0.0, "bias": "none", "use_rslora": False,
               "base_model_name_or_path": str(base_path), "fan_in_fan_out": False, "use_dora": False}
-    (out / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    (out / ADAPTER_CONFIG).write_text(json.dumps(config, indent=1))
     (out / "svd_errors.json").write_text(json.dumps({"update": overall, "modules": errors}, indent=1))
     errors = SvdErrors(errors)
     errors.whole = overall

@@ -43,7 +43,8 @@ def _recipe(tmp_path: Path, case: str) -> Path:
 
 
 def _run_folder(tmp_path: Path, case: str) -> Path:
-    """A run folder damaged for `case`: directions on a missing base, an adapter folder without its weights,
+    """A run folder damaged for `case`: directions on a missing base, an adapter folder whose weights are damaged (a
+    record without weights is a job to train again, not bad input),
     no finished directions at all, or a resolved recipe naming a reward that cannot be imported."""
     run = tmp_path / f"run-{case}"
     (run / "directions").mkdir(parents=True)
@@ -54,6 +55,8 @@ def _run_folder(tmp_path: Path, case: str) -> Path:
         (d / "manifest.json").write_text(json.dumps({"name": "dir-0", "optimizer_steps": 2, **FIELDS,
                                                    "base": {"name": base, "sha256": "0" * 64}}))
         (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 4, "lora_alpha": 8}))
+        if case == "adapter":
+            (d / "adapter_model.safetensors").write_bytes(b"not a safetensors file")
     recipe = _recipe(tmp_path, "reward" if case == "reward" else "ok")
     (run / "recipe.yaml").write_text(recipe.read_text())
     return run
@@ -64,7 +67,7 @@ def _args(verb: str, case: str, tmp_path: Path) -> list[str]:
     if verb == "check":
         return ["check", str(_recipe(tmp_path, case if case != "adapter" else "model"))]
     if verb in ("collect", "run"):
-        if case == "adapter":  # a resumed run folder whose finished direction lost its adapter weights
+        if case == "adapter":  # a resumed run folder whose finished direction's adapter weights are damaged
             return [verb, str(_recipe(tmp_path, "ok")), "--out", str(_run_folder(tmp_path, "adapter"))]
         return [verb, str(_recipe(tmp_path, case)), *out]
     if verb == "search":
