@@ -28,6 +28,7 @@ LOG_FILE = "generations.jsonl"  # RUN/search/generations.jsonl: one record per g
 ES_CONFIG = "config.json"  # RUN/es/config.json: the settings ES's history depends on
 ES_HISTORY = "history.jsonl"  # RUN/es/history.jsonl: one record per iteration (the checkpoint)
 MANIFEST_FILE = "manifest.json"  # RUN/directions/<name>/manifest.json: a finished GRPO job
+ADAPTER_CONFIG = "adapter_config.json"  # RUN/directions/<name>/: a PEFT adapter's config
 ADAPTER_WEIGHTS = "adapter_model.safetensors"  # RUN/directions/<name>/: a trained or imported PEFT adapter's tensors
 SET_TENSORS = "directions.safetensors"  # RUN/directions/<name>/: an imported direction kept as a saved set
 

@@ -12,9 +12,8 @@ from safetensors import SafetensorError, safe_open
 
 from hyper_es.errors import DataError
 from hyper_es.io import read_json
-from hyper_es.rundir import ADAPTER_WEIGHTS, MANIFEST_FILE
+from hyper_es.rundir import ADAPTER_CONFIG, ADAPTER_WEIGHTS, MANIFEST_FILE
 
-ADAPTER_CONFIG = "adapter_config.json"
 _PEFT_PREFIX = "base_model.model."
 
 

@@ -20,7 +20,7 @@ from hyper_es.io import write_json_atomic
 from hyper_es.recipe import Recipe
 from hyper_es.tasks import Task
 from hyper_es.tasks.prompts import plain_text
-from hyper_es.rundir import DIRECTIONS_DIR
+from hyper_es.rundir import ADAPTER_CONFIG, DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -344,7 +344,7 @@ def adapter_start(recipe: Recipe, run_dir: Path) -> dict:
 
     name = recipe.gradient.baseline_start
     folder = Path(run_dir) / DIRECTIONS_DIR / name
-    if not (folder / "adapter_config.json").is_file():
+    if not (folder / ADAPTER_CONFIG).is_file():
         raise HyperESError(f"{folder}: gradient.baseline_start names '{name}', which is not imported into the run "
                            f"(expected one of directions.adapters, imported by `hyper-es collect` or `run`)")
     return adapter_delta(recipe.model.name, folder, name)

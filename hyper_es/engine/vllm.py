@@ -10,6 +10,7 @@ from pathlib import Path
 from hyper_es.engine import lifeline, versions
 from hyper_es.engine.base import Sampling, cut_at_eos, eos_ids
 from hyper_es.errors import HyperESError
+from hyper_es.rundir import ADAPTER_CONFIG
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def adapter_rank(adapter: Path) -> int:
     """The largest rank of a PEFT adapter folder (r, or its rank_pattern's)."""
     import json
 
-    path = Path(adapter) / "adapter_config.json"
+    path = Path(adapter) / ADAPTER_CONFIG
     try:
         cfg = json.loads(path.read_text())
         return max([int(cfg["r"]), *map(int, (cfg.get("rank_pattern") or {}).values())])

@@ -12,6 +12,7 @@ from typing import Callable
 
 from hyper_es.errors import HyperESError
 from hyper_es.models import smollm2, tiny
+from hyper_es.rundir import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def check_adapter(adapter: str | Path, name: str) -> tuple[Path, Path]:
     import json
 
     adapter = Path(adapter)
-    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    config, weights = adapter / ADAPTER_CONFIG, adapter / ADAPTER_WEIGHTS
     for path in (config, weights):
         if not path.is_file():
             raise ModelNotFoundError(f"adapter {adapter}: no {path.name} (expected a PEFT adapter folder)")

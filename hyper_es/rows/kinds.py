@@ -17,7 +17,7 @@ from hyper_es.rows.charge import (Context, base_cost, es_cost, es_grpo_cost, gra
                                   merge_cost, scaled_cost, snapshot_cost, start_cost, uniform_cost)
 from hyper_es.tasks.prompt_genome import PROMPT_FILE
 from hyper_es.rows import names
-from hyper_es.rundir import BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
+from hyper_es.rundir import ADAPTER_CONFIG, BEST_FILE, DIRECTIONS_DIR, ES_DIR, EVAL_DIR, GRADFIT_DIR, RESULT_FILE, SEARCH_DIR
 
 
 
@@ -54,7 +54,7 @@ def _adapter_update(run_dir: Path, row: str, recipe) -> dict[str, torch.Tensor]:
     step = names.snapshot_step(row)
     name = "baseline" if step is not None else row
     folder = run_dir / DIRECTIONS_DIR / name / (f"{SNAPSHOTS}/step-{step}" if step is not None else "")
-    if not (folder / "adapter_config.json").is_file():
+    if not (folder / ADAPTER_CONFIG).is_file():
         raise DataError(f"{folder}: no adapter for row '{row}' (expected hyper-es, es, baseline, baseline@N or a "
                         f"direction of the run)")
     delta = adapter_delta(recipe.model.name, folder, row)
