@@ -11,10 +11,11 @@ import numpy as np
 import torch
 import yaml
 
-from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, CheckpointDiff, LoraFactors
+from hyper_es.directions.sources import CheckpointDiff, LoraFactors
 from hyper_es.errors import HyperESError
 from hyper_es.merging import Genome, MergePlan, MergeSettings
 from hyper_es.rows import names as row_names
+from hyper_es.rundir import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 
 logger = logging.getLogger(__name__)
 

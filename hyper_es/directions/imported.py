@@ -11,11 +11,11 @@ from pathlib import Path
 
 from hyper_es.directions.manifest import SOURCE, finished_jobs, has_tensors, read_manifest, versions
 from hyper_es.directions.set import SET_INDEX, DirectionSet
-from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS, read_adapter
+from hyper_es.directions.sources import read_adapter
 from hyper_es.errors import DataError
 from hyper_es.io import read_json, write_json_atomic
 from hyper_es.recipe import Recipe
-from hyper_es.rundir import DIRECTIONS_DIR
+from hyper_es.rundir import ADAPTER_CONFIG, ADAPTER_WEIGHTS, DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 

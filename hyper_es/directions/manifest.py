@@ -33,7 +33,7 @@ def done_manifest(folder: Path) -> dict | None:
     """The manifest of a job a re-run may skip (its record and its weights), else None: a job to (re)do."""
     m = read_manifest(folder)
     if m is not None and not has_tensors(folder):
-        logger.info("job %s: its record is here without its weights; training it again", Path(folder).name)
+        logger.info("job %s: its record is here without its weights; doing it again", Path(folder).name)
         return None
     return m
 

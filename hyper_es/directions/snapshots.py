@@ -19,10 +19,9 @@ from safetensors.torch import load_file, save_file
 
 from hyper_es.directions.jobs import BASELINE, SNAPSHOTS, plan_directions
 from hyper_es.directions.manifest import MANIFEST, done_manifest, read_manifest
-from hyper_es.directions.sources import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from hyper_es.errors import DataError
 from hyper_es.io import read_json, write_json_atomic
-from hyper_es.rundir import DIRECTIONS_DIR
+from hyper_es.rundir import ADAPTER_CONFIG, ADAPTER_WEIGHTS, DIRECTIONS_DIR
 
 logger = logging.getLogger(__name__)
 
