@@ -63,6 +63,7 @@ def figure(plan: ComparePlan, summary: dict, root: Path) -> Path | None:
             ax = axes[r][c]
             ax.set_title(titles[r][c], fontsize=10)
             ax.set_xscale("log")
+            ax.tick_params(axis="x", which="minor", labelsize=7, labelrotation=45)  # 2×10³… within a decade
             ax.set_xlabel("generated tokens" if c == 0 else "wall seconds")
             ax.set_ylabel("greedy accuracy")
             if ax.get_legend_handles_labels()[0]:
